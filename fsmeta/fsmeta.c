@@ -1,0 +1,751 @@
+/*
+** fsmeta.c: the metadata store over SQLite (see fsmeta.h, schema.sql).
+**
+** Statements live in one table, prepared at open and reset after each use.
+** A statement is run with the handle lock held; the lock is recursive so an
+** operation may run inside a caller's transaction or on its own.
+*/
+#include "fsmeta.h"
+#include "../src/common.h"
+
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+extern const char fsmeta_schema_sql[];
+
+enum {
+    S_GETATTR, S_SETATTR, S_MKINODE, S_RMINODE, S_RMXATTRS, S_READLINK,
+    S_LOOKUP, S_LINK, S_UNLINK, S_RELINK, S_MOVE, S_HASCHILD, S_READDIR,
+    S_XGET, S_XINS, S_XUPD, S_XLIST, S_XDEL,
+    S_EXTENTS, S_CHUNKINS, S_CHUNKREF, S_CHUNKGC, S_EXTDEL, S_EXTINS,
+    S_SETCONTENT, S_ORPHANS, S_CHUNKS, S_FILES, S_NAMEOF,
+    S_TOUCH, S_BEGIN, S_COMMIT, S_ROLLBACK, S_SYNC_FULL, S_SYNC_NORMAL,
+    S_COUNT
+};
+
+static const char *const sql_text[S_COUNT] = {
+    [S_GETATTR] = "SELECT mode,uid,gid,nlink,size,rdev,atime,mtime,ctime,stored "
+                  "FROM inode WHERE ino=?1",
+    [S_SETATTR] = "UPDATE inode SET mode=?2,uid=?3,gid=?4,nlink=?5,size=?6,rdev=?7,"
+                  "atime=?8,mtime=?9,ctime=?10 WHERE ino=?1",
+    [S_MKINODE] = "INSERT INTO inode(mode,uid,gid,nlink,size,rdev,atime,mtime,ctime,"
+                  "target) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10)",
+    [S_RMINODE] = "DELETE FROM inode WHERE ino=?1",
+    [S_RMXATTRS] = "DELETE FROM xattr WHERE ino=?1",
+    [S_READLINK] = "SELECT target FROM inode WHERE ino=?1",
+    [S_LOOKUP] = "SELECT ino FROM dentry WHERE parent=?1 AND name=?2",
+    [S_LINK] = "INSERT INTO dentry(parent,name,ino) VALUES(?1,?2,?3)",
+    [S_UNLINK] = "DELETE FROM dentry WHERE parent=?1 AND name=?2",
+    [S_RELINK] = "UPDATE dentry SET ino=?3 WHERE parent=?1 AND name=?2",
+    [S_MOVE] = "UPDATE dentry SET parent=?3,name=?4 WHERE parent=?1 AND name=?2",
+    [S_HASCHILD] = "SELECT 1 FROM dentry WHERE parent=?1 LIMIT 1",
+    [S_READDIR] = "SELECT id,name,ino FROM dentry WHERE parent=?1 AND id>?2 "
+                  "ORDER BY id",
+    [S_XGET] = "SELECT value FROM xattr WHERE ino=?1 AND name=?2",
+    [S_XINS] = "INSERT INTO xattr(ino,name,value) VALUES(?1,?2,?3)",
+    [S_XUPD] = "UPDATE xattr SET value=?3 WHERE ino=?1 AND name=?2",
+    [S_XLIST] = "SELECT name FROM xattr WHERE ino=?1 ORDER BY name",
+    [S_XDEL] = "DELETE FROM xattr WHERE ino=?1 AND name=?2",
+    [S_EXTENTS] = "SELECT e.off,c.id,c.pack,c.off,c.raw_len,c.stored_len,c.codec,"
+                  "c.hash FROM extent e JOIN chunk c ON c.id=e.chunk "
+                  "WHERE e.ino=?1 ORDER BY e.off",
+    [S_CHUNKINS] = "INSERT INTO chunk(pack,off,raw_len,stored_len,codec,hash,refs) "
+                   "VALUES(?1,?2,?3,?4,?5,?6,0)",
+    [S_CHUNKREF] = "UPDATE chunk SET refs=refs+?2 WHERE id=?1",
+    [S_CHUNKGC] = "DELETE FROM chunk WHERE refs<=0 AND id IN "
+                  "(SELECT chunk FROM extent WHERE ino=?1)",
+    [S_EXTDEL] = "DELETE FROM extent WHERE ino=?1",
+    [S_EXTINS] = "INSERT INTO extent(ino,off,chunk) VALUES(?1,?2,?3)",
+    [S_SETCONTENT] = "UPDATE inode SET size=?2,mtime=?3,ctime=?4,stored=?5 WHERE ino=?1",
+    [S_ORPHANS] = "SELECT ino FROM inode WHERE nlink=0",
+    [S_CHUNKS] = "SELECT id,pack,off,raw_len,stored_len,codec,hash FROM chunk "
+                 "ORDER BY pack,off",
+    [S_FILES] = "SELECT ino,size,stored FROM inode WHERE (mode & 61440)=32768 "
+                "AND nlink>0 ORDER BY ino",
+    [S_NAMEOF] = "SELECT parent,name FROM dentry WHERE ino=?1 LIMIT 1",
+    [S_TOUCH] = "INSERT OR REPLACE INTO config(key,value) VALUES('last_sync',?1)",
+    [S_BEGIN] = "BEGIN IMMEDIATE",
+    [S_COMMIT] = "COMMIT",
+    [S_ROLLBACK] = "ROLLBACK",
+    [S_SYNC_FULL] = "PRAGMA synchronous=FULL",
+    [S_SYNC_NORMAL] = "PRAGMA synchronous=NORMAL",
+};
+
+struct fsmeta {
+    sqlite3 *db;
+    sqlite3_stmt *st[S_COUNT];
+    pthread_mutex_t mu;
+    int readonly;
+    int depth; /* nesting of fsmeta_begin; only the outermost talks to SQLite */
+    int abort; /* an inner transaction rolled back: the outer one must too */
+};
+
+/* Map an SQLite result code to an errno, logging the unexpected ones. */
+static int sql_err(fsmeta *m, int rc)
+{
+    switch (rc & 0xff) {
+    case SQLITE_OK: case SQLITE_DONE: case SQLITE_ROW: return 0;
+    case SQLITE_FULL: return -ENOSPC;
+    case SQLITE_CONSTRAINT: return -EEXIST;
+    case SQLITE_NOMEM: return -ENOMEM;
+    case SQLITE_READONLY: return -EROFS;
+    default:
+        ck_log(CK_LOG_ERR, "sqlite: %s (%d)", sqlite3_errmsg(m->db), rc);
+        return -EIO;
+    }
+}
+
+static void lock(fsmeta *m) { pthread_mutex_lock(&m->mu); }
+static void unlock(fsmeta *m) { pthread_mutex_unlock(&m->mu); }
+
+/* Bind helpers: i64 / blob by index. */
+static sqlite3_stmt *stmt(fsmeta *m, int which) { return m->st[which]; }
+static void bind_i64(sqlite3_stmt *s, int i, int64_t v) { sqlite3_bind_int64(s, i, v); }
+static void bind_name(sqlite3_stmt *s, int i, const char *name)
+{
+    sqlite3_bind_blob(s, i, name, (int)strlen(name), SQLITE_STATIC);
+}
+
+/* Step a statement that returns no rows, then reset it. */
+static int run(fsmeta *m, sqlite3_stmt *s)
+{
+    int rc = sqlite3_step(s);
+    sqlite3_reset(s);
+    sqlite3_clear_bindings(s);
+    return rc == SQLITE_DONE ? 0 : sql_err(m, rc);
+}
+
+/* Finish a query statement (after reading rows). */
+static void done(sqlite3_stmt *s)
+{
+    sqlite3_reset(s);
+    sqlite3_clear_bindings(s);
+}
+
+static int exec(fsmeta *m, const char *sql)
+{
+    char *msg = NULL;
+    int rc = sqlite3_exec(m->db, sql, NULL, NULL, &msg);
+    if (rc != SQLITE_OK) ck_log(CK_LOG_ERR, "sqlite: %s", msg ? msg : "?");
+    sqlite3_free(msg);
+    return rc == SQLITE_OK ? 0 : sql_err(m, rc);
+}
+
+static int init_root(fsmeta *m, uint32_t uid, uint32_t gid)
+{
+    struct fsm_attr a;
+    if (fsmeta_getattr(m, FSMETA_ROOT_INO, &a) == 0) return 0;
+    int64_t now = ck_now_ns();
+    a = (struct fsm_attr){.mode = S_IFDIR | 0755, .uid = uid, .gid = gid, .nlink = 2,
+                          .atime = now, .mtime = now, .ctime = now};
+    CK_TRY(fsmeta_mkinode(m, &a, NULL, 0));
+    return a.ino == FSMETA_ROOT_INO ? 0 : -EIO;
+}
+
+int fsmeta_open(const char *path, int readonly, uint32_t root_uid,
+                uint32_t root_gid, fsmeta **out)
+{
+    fsmeta *m = calloc(1, sizeof *m);
+    if (!m) return -ENOMEM;
+    pthread_mutexattr_t ma;
+    pthread_mutexattr_init(&ma);
+    pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_RECURSIVE);
+    pthread_mutex_init(&m->mu, &ma);
+    pthread_mutexattr_destroy(&ma);
+    m->readonly = readonly;
+    int flags = readonly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
+    int rc = sqlite3_open_v2(path, &m->db, flags | SQLITE_OPEN_NOMUTEX, NULL);
+    if (rc != SQLITE_OK) {
+        ck_log(CK_LOG_ERR, "cannot open %s: %s", path,
+               m->db ? sqlite3_errmsg(m->db) : "out of memory");
+        rc = rc == SQLITE_CANTOPEN ? -ENOENT : -EIO;
+        goto fail;
+    }
+    sqlite3_busy_timeout(m->db, 10000);
+    if (!readonly) {
+        rc = exec(m, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;");
+        if (rc == 0) rc = exec(m, fsmeta_schema_sql);
+        if (rc < 0) goto fail;
+    }
+    for (int i = 0; i < S_COUNT; i++) {
+        if (readonly && (i == S_SYNC_FULL || i == S_SYNC_NORMAL)) continue;
+        rc = sqlite3_prepare_v3(m->db, sql_text[i], -1, SQLITE_PREPARE_PERSISTENT,
+                                &m->st[i], NULL);
+        if (rc != SQLITE_OK) {
+            rc = sql_err(m, rc);
+            goto fail;
+        }
+    }
+    if (!readonly && (rc = init_root(m, root_uid, root_gid)) < 0) goto fail;
+    *out = m;
+    return 0;
+fail:
+    fsmeta_close(m);
+    return rc < 0 ? rc : -EIO;
+}
+
+void fsmeta_close(fsmeta *m)
+{
+    if (!m) return;
+    for (int i = 0; i < S_COUNT; i++) sqlite3_finalize(m->st[i]);
+    sqlite3_close(m->db);
+    pthread_mutex_destroy(&m->mu);
+    free(m);
+}
+
+int fsmeta_begin(fsmeta *m, int durable)
+{
+    lock(m);
+    if (m->depth++ > 0) return 0;
+    m->abort = 0;
+    int rc = m->readonly ? 0 : run(m, stmt(m, durable ? S_SYNC_FULL : S_SYNC_NORMAL));
+    if (rc == 0) rc = run(m, stmt(m, S_BEGIN));
+    if (rc < 0) {
+        m->depth--;
+        unlock(m);
+    }
+    return rc;
+}
+
+int fsmeta_commit(fsmeta *m)
+{
+    int rc = 0;
+    if (--m->depth == 0) {
+        rc = m->abort ? -EIO : run(m, stmt(m, S_COMMIT));
+        if (rc < 0) run(m, stmt(m, S_ROLLBACK));
+    }
+    unlock(m);
+    return rc;
+}
+
+void fsmeta_rollback(fsmeta *m)
+{
+    if (--m->depth == 0)
+        run(m, stmt(m, S_ROLLBACK));
+    else
+        m->abort = 1;
+    unlock(m);
+}
+
+int fsmeta_sync(fsmeta *m)
+{
+    CK_TRY(fsmeta_begin(m, 1));
+    sqlite3_stmt *s = stmt(m, S_TOUCH);
+    bind_i64(s, 1, ck_now_ns());
+    int rc = run(m, s);
+    if (rc < 0) {
+        fsmeta_rollback(m);
+        return rc;
+    }
+    return fsmeta_commit(m);
+}
+
+int fsmeta_getattr(fsmeta *m, uint64_t ino, struct fsm_attr *a)
+{
+    lock(m);
+    sqlite3_stmt *s = stmt(m, S_GETATTR);
+    bind_i64(s, 1, (int64_t)ino);
+    int rc = sqlite3_step(s);
+    if (rc == SQLITE_ROW) {
+        a->ino = ino;
+        a->mode = (uint32_t)sqlite3_column_int64(s, 0);
+        a->uid = (uint32_t)sqlite3_column_int64(s, 1);
+        a->gid = (uint32_t)sqlite3_column_int64(s, 2);
+        a->nlink = (uint32_t)sqlite3_column_int64(s, 3);
+        a->size = (uint64_t)sqlite3_column_int64(s, 4);
+        a->rdev = (uint64_t)sqlite3_column_int64(s, 5);
+        a->atime = sqlite3_column_int64(s, 6);
+        a->mtime = sqlite3_column_int64(s, 7);
+        a->ctime = sqlite3_column_int64(s, 8);
+        a->stored = (uint64_t)sqlite3_column_int64(s, 9);
+        rc = 0;
+    } else {
+        rc = rc == SQLITE_DONE ? -ENOENT : sql_err(m, rc);
+    }
+    done(s);
+    unlock(m);
+    return rc;
+}
+
+static void bind_attr(sqlite3_stmt *s, const struct fsm_attr *a, int first)
+{
+    bind_i64(s, first, a->mode);
+    bind_i64(s, first + 1, a->uid);
+    bind_i64(s, first + 2, a->gid);
+    bind_i64(s, first + 3, a->nlink);
+    bind_i64(s, first + 4, (int64_t)a->size);
+    bind_i64(s, first + 5, (int64_t)a->rdev);
+    bind_i64(s, first + 6, a->atime);
+    bind_i64(s, first + 7, a->mtime);
+    bind_i64(s, first + 8, a->ctime);
+}
+
+int fsmeta_setattr(fsmeta *m, const struct fsm_attr *a)
+{
+    lock(m);
+    sqlite3_stmt *s = stmt(m, S_SETATTR);
+    bind_i64(s, 1, (int64_t)a->ino);
+    bind_attr(s, a, 2);
+    int rc = run(m, s);
+    if (rc == 0 && sqlite3_changes(m->db) == 0) rc = -ENOENT;
+    unlock(m);
+    return rc;
+}
+
+int fsmeta_mkinode(fsmeta *m, struct fsm_attr *a, const void *target, size_t tlen)
+{
+    lock(m);
+    sqlite3_stmt *s = stmt(m, S_MKINODE);
+    bind_attr(s, a, 1);
+    if (target) sqlite3_bind_blob(s, 10, target, (int)tlen, SQLITE_STATIC);
+    int rc = run(m, s);
+    if (rc == 0) a->ino = (uint64_t)sqlite3_last_insert_rowid(m->db);
+    unlock(m);
+    return rc;
+}
+
+/* Drop one reference from every chunk of ino's content and delete the
+** chunks left unused, then the extents. */
+static int drop_content(fsmeta *m, uint64_t ino)
+{
+    sqlite3_stmt *s = stmt(m, S_EXTENTS);
+    bind_i64(s, 1, (int64_t)ino);
+    int rc;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        sqlite3_stmt *r = stmt(m, S_CHUNKREF);
+        bind_i64(r, 1, sqlite3_column_int64(s, 1));
+        bind_i64(r, 2, -1);
+        if ((rc = run(m, r)) < 0) break;
+    }
+    done(s);
+    if (rc != SQLITE_DONE) return rc < 0 ? rc : sql_err(m, rc);
+    s = stmt(m, S_CHUNKGC);
+    bind_i64(s, 1, (int64_t)ino);
+    CK_TRY(run(m, s));
+    s = stmt(m, S_EXTDEL);
+    bind_i64(s, 1, (int64_t)ino);
+    return run(m, s);
+}
+
+int fsmeta_rminode(fsmeta *m, uint64_t ino)
+{
+    CK_TRY(fsmeta_begin(m, 0));
+    int rc = drop_content(m, ino);
+    sqlite3_stmt *s;
+    if (rc == 0) {
+        s = stmt(m, S_RMXATTRS);
+        bind_i64(s, 1, (int64_t)ino);
+        rc = run(m, s);
+    }
+    if (rc == 0) {
+        s = stmt(m, S_RMINODE);
+        bind_i64(s, 1, (int64_t)ino);
+        rc = run(m, s);
+    }
+    if (rc < 0) {
+        fsmeta_rollback(m);
+        return rc;
+    }
+    return fsmeta_commit(m);
+}
+
+/* Copy a BLOB column into buf (cap 0: length only); -ERANGE if it does not fit. */
+static int copy_blob(sqlite3_stmt *s, int col, void *buf, size_t cap)
+{
+    size_t n = (size_t)sqlite3_column_bytes(s, col);
+    if (cap == 0) return (int)n;
+    if (n > cap) return -ERANGE;
+    if (n) memcpy(buf, sqlite3_column_blob(s, col), n);
+    return (int)n;
+}
+
+int fsmeta_readlink(fsmeta *m, uint64_t ino, void *buf, size_t cap, size_t *len)
+{
+    lock(m);
+    sqlite3_stmt *s = stmt(m, S_READLINK);
+    bind_i64(s, 1, (int64_t)ino);
+    int rc = sqlite3_step(s);
+    if (rc == SQLITE_ROW && sqlite3_column_type(s, 0) == SQLITE_BLOB) {
+        rc = copy_blob(s, 0, buf, cap);
+        if (rc >= 0) *len = (size_t)rc, rc = 0;
+    } else {
+        rc = rc == SQLITE_ROW || rc == SQLITE_DONE ? -EINVAL : sql_err(m, rc);
+    }
+    done(s);
+    unlock(m);
+    return rc;
+}
+
+int fsmeta_lookup(fsmeta *m, uint64_t parent, const char *name, uint64_t *ino)
+{
+    lock(m);
+    sqlite3_stmt *s = stmt(m, S_LOOKUP);
+    bind_i64(s, 1, (int64_t)parent);
+    bind_name(s, 2, name);
+    int rc = sqlite3_step(s);
+    if (rc == SQLITE_ROW) {
+        *ino = (uint64_t)sqlite3_column_int64(s, 0);
+        rc = 0;
+    } else {
+        rc = rc == SQLITE_DONE ? -ENOENT : sql_err(m, rc);
+    }
+    done(s);
+    unlock(m);
+    return rc;
+}
+
+/* Run a dentry statement (parent, name, then an optional third/fourth bind). */
+static int dentry_op(fsmeta *m, int which, uint64_t parent, const char *name,
+                     int64_t third, const char *fourth, int must_change)
+{
+    lock(m);
+    sqlite3_stmt *s = stmt(m, which);
+    bind_i64(s, 1, (int64_t)parent);
+    bind_name(s, 2, name);
+    if (which != S_UNLINK) bind_i64(s, 3, third);
+    if (fourth) bind_name(s, 4, fourth);
+    int rc = run(m, s);
+    if (rc == 0 && must_change && sqlite3_changes(m->db) == 0) rc = -ENOENT;
+    unlock(m);
+    return rc;
+}
+
+int fsmeta_link(fsmeta *m, uint64_t parent, const char *name, uint64_t ino)
+{
+    return dentry_op(m, S_LINK, parent, name, (int64_t)ino, NULL, 0);
+}
+
+int fsmeta_unlink(fsmeta *m, uint64_t parent, const char *name)
+{
+    return dentry_op(m, S_UNLINK, parent, name, 0, NULL, 1);
+}
+
+int fsmeta_relink(fsmeta *m, uint64_t parent, const char *name, uint64_t ino)
+{
+    return dentry_op(m, S_RELINK, parent, name, (int64_t)ino, NULL, 1);
+}
+
+int fsmeta_move(fsmeta *m, uint64_t parent, const char *name,
+                uint64_t newparent, const char *newname)
+{
+    return dentry_op(m, S_MOVE, parent, name, (int64_t)newparent, newname, 1);
+}
+
+int fsmeta_has_children(fsmeta *m, uint64_t dir)
+{
+    lock(m);
+    sqlite3_stmt *s = stmt(m, S_HASCHILD);
+    bind_i64(s, 1, (int64_t)dir);
+    int rc = sqlite3_step(s);
+    rc = rc == SQLITE_ROW ? 1 : rc == SQLITE_DONE ? 0 : sql_err(m, rc);
+    done(s);
+    unlock(m);
+    return rc;
+}
+
+int fsmeta_readdir(fsmeta *m, uint64_t dir, int64_t after, fsmeta_dirent_cb cb,
+                   void *ctx)
+{
+    lock(m);
+    sqlite3_stmt *s = stmt(m, S_READDIR);
+    bind_i64(s, 1, (int64_t)dir);
+    bind_i64(s, 2, after);
+    int rc;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        char name[256];
+        int n = sqlite3_column_bytes(s, 1);
+        if (n > 255) continue; /* cannot happen: names are checked on entry */
+        memcpy(name, sqlite3_column_blob(s, 1), (size_t)n);
+        name[n] = 0;
+        if (cb(ctx, sqlite3_column_int64(s, 0), name,
+               (uint64_t)sqlite3_column_int64(s, 2)))
+            break;
+    }
+    rc = rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : sql_err(m, rc);
+    done(s);
+    unlock(m);
+    return rc;
+}
+
+int fsmeta_xattr_get(fsmeta *m, uint64_t ino, const char *name, void *buf, size_t cap)
+{
+    lock(m);
+    sqlite3_stmt *s = stmt(m, S_XGET);
+    bind_i64(s, 1, (int64_t)ino);
+    bind_name(s, 2, name);
+    int rc = sqlite3_step(s);
+    rc = rc == SQLITE_ROW ? copy_blob(s, 0, buf, cap)
+         : rc == SQLITE_DONE ? -ENODATA : sql_err(m, rc);
+    done(s);
+    unlock(m);
+    return rc;
+}
+
+int fsmeta_xattr_set(fsmeta *m, uint64_t ino, const char *name, const void *val,
+                     size_t len, int flags)
+{
+    lock(m);
+    int rc = 0;
+    if (!(flags & FSMETA_XATTR_CREATE)) {
+        sqlite3_stmt *s = stmt(m, S_XUPD);
+        bind_i64(s, 1, (int64_t)ino);
+        bind_name(s, 2, name);
+        sqlite3_bind_blob(s, 3, len ? val : "", (int)len, SQLITE_STATIC);
+        rc = run(m, s);
+        if (rc == 0 && sqlite3_changes(m->db) == 1) goto out;
+        if (rc == 0 && (flags & FSMETA_XATTR_REPLACE)) rc = -ENODATA;
+    }
+    if (rc == 0) {
+        sqlite3_stmt *s = stmt(m, S_XINS);
+        bind_i64(s, 1, (int64_t)ino);
+        bind_name(s, 2, name);
+        sqlite3_bind_blob(s, 3, len ? val : "", (int)len, SQLITE_STATIC);
+        rc = run(m, s);
+    }
+out:
+    unlock(m);
+    return rc;
+}
+
+int fsmeta_xattr_list(fsmeta *m, uint64_t ino, char *buf, size_t cap)
+{
+    lock(m);
+    sqlite3_stmt *s = stmt(m, S_XLIST);
+    bind_i64(s, 1, (int64_t)ino);
+    size_t total = 0;
+    int rc;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        size_t n = (size_t)sqlite3_column_bytes(s, 0);
+        if (cap && total + n + 1 > cap) {
+            rc = -ERANGE;
+            break;
+        }
+        if (cap) {
+            memcpy(buf + total, sqlite3_column_blob(s, 0), n);
+            buf[total + n] = 0;
+        }
+        total += n + 1;
+    }
+    rc = rc == SQLITE_DONE ? (int)total : rc < 0 ? rc : sql_err(m, rc);
+    done(s);
+    unlock(m);
+    return rc;
+}
+
+int fsmeta_xattr_remove(fsmeta *m, uint64_t ino, const char *name)
+{
+    lock(m);
+    sqlite3_stmt *s = stmt(m, S_XDEL);
+    bind_i64(s, 1, (int64_t)ino);
+    bind_name(s, 2, name);
+    int rc = run(m, s);
+    if (rc == 0 && sqlite3_changes(m->db) == 0) rc = -ENODATA;
+    unlock(m);
+    return rc;
+}
+
+static void read_chunk(sqlite3_stmt *s, int col, struct fsm_chunk *c)
+{
+    c->id = (uint64_t)sqlite3_column_int64(s, col);
+    c->pack = (uint32_t)sqlite3_column_int64(s, col + 1);
+    c->off = (uint64_t)sqlite3_column_int64(s, col + 2);
+    c->raw_len = (uint32_t)sqlite3_column_int64(s, col + 3);
+    c->stored_len = (uint32_t)sqlite3_column_int64(s, col + 4);
+    c->codec = (uint8_t)sqlite3_column_int64(s, col + 5);
+    c->hash = (uint64_t)sqlite3_column_int64(s, col + 6);
+}
+
+int fsmeta_extents(fsmeta *m, uint64_t ino, struct fsm_extent **out, size_t *n)
+{
+    lock(m);
+    sqlite3_stmt *s = stmt(m, S_EXTENTS);
+    bind_i64(s, 1, (int64_t)ino);
+    struct fsm_extent *v = NULL;
+    size_t len = 0, cap = 0;
+    int rc;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        if (len == cap) {
+            cap = cap ? cap * 2 : 16;
+            struct fsm_extent *nv = realloc(v, cap * sizeof *v);
+            if (!nv) {
+                rc = -ENOMEM;
+                break;
+            }
+            v = nv;
+        }
+        v[len].file_off = (uint64_t)sqlite3_column_int64(s, 0);
+        read_chunk(s, 1, &v[len].c);
+        len++;
+    }
+    rc = rc == SQLITE_DONE ? 0 : rc < 0 ? rc : sql_err(m, rc);
+    done(s);
+    unlock(m);
+    if (rc < 0) {
+        free(v);
+        return rc;
+    }
+    *out = v;
+    *n = len;
+    return 0;
+}
+
+static int add_chunk(fsmeta *m, struct fsm_chunk *c)
+{
+    sqlite3_stmt *s = stmt(m, S_CHUNKINS);
+    bind_i64(s, 1, c->pack);
+    bind_i64(s, 2, (int64_t)c->off);
+    bind_i64(s, 3, c->raw_len);
+    bind_i64(s, 4, c->stored_len);
+    bind_i64(s, 5, c->codec);
+    bind_i64(s, 6, (int64_t)c->hash);
+    CK_TRY(run(m, s));
+    c->id = (uint64_t)sqlite3_last_insert_rowid(m->db);
+    return 0;
+}
+
+/* Reference new content first, then release old: a chunk kept by both never
+** passes through a zero count. */
+static int put_content(fsmeta *m, uint64_t ino, struct fsm_extent *ext, size_t n,
+                       uint64_t *stored)
+{
+    *stored = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (ext[i].c.id == 0) CK_TRY(add_chunk(m, &ext[i].c));
+        sqlite3_stmt *s = stmt(m, S_CHUNKREF);
+        bind_i64(s, 1, (int64_t)ext[i].c.id);
+        bind_i64(s, 2, 1);
+        CK_TRY(run(m, s));
+        *stored += ext[i].c.stored_len;
+    }
+    CK_TRY(drop_content(m, ino));
+    for (size_t i = 0; i < n; i++) {
+        sqlite3_stmt *s = stmt(m, S_EXTINS);
+        bind_i64(s, 1, (int64_t)ino);
+        bind_i64(s, 2, (int64_t)ext[i].file_off);
+        bind_i64(s, 3, (int64_t)ext[i].c.id);
+        CK_TRY(run(m, s));
+    }
+    return 0;
+}
+
+int fsmeta_set_content(fsmeta *m, uint64_t ino, struct fsm_extent *ext, size_t n,
+                       uint64_t size, int64_t mtime, int64_t ctime)
+{
+    lock(m);
+    uint64_t stored;
+    int rc = put_content(m, ino, ext, n, &stored);
+    if (rc == 0) {
+        sqlite3_stmt *s = stmt(m, S_SETCONTENT);
+        bind_i64(s, 1, (int64_t)ino);
+        bind_i64(s, 2, (int64_t)size);
+        bind_i64(s, 3, mtime);
+        bind_i64(s, 4, ctime);
+        bind_i64(s, 5, (int64_t)stored);
+        rc = run(m, s);
+    }
+    unlock(m);
+    return rc;
+}
+
+int fsmeta_purge_orphans(fsmeta *m, uint64_t *purged)
+{
+    *purged = 0;
+    for (;;) {
+        lock(m);
+        sqlite3_stmt *s = stmt(m, S_ORPHANS);
+        int rc = sqlite3_step(s);
+        int64_t ino = rc == SQLITE_ROW ? sqlite3_column_int64(s, 0) : 0;
+        done(s);
+        unlock(m);
+        if (rc == SQLITE_DONE) return 0;
+        if (rc != SQLITE_ROW) return sql_err(m, rc);
+        CK_TRY(fsmeta_rminode(m, (uint64_t)ino));
+        (*purged)++;
+    }
+}
+
+int fsmeta_stats(fsmeta *m, struct fsm_stats *st)
+{
+    static const char *q =
+        "SELECT (SELECT count(*) FROM inode WHERE (mode&61440)=32768),"
+        "(SELECT count(*) FROM inode WHERE (mode&61440)=16384),"
+        "(SELECT count(*) FROM inode WHERE (mode&61440)=40960),"
+        "(SELECT count(*) FROM inode),"
+        "(SELECT coalesce(sum(size),0) FROM inode WHERE (mode&61440)=32768),"
+        "(SELECT coalesce(sum(stored_len),0) FROM chunk),"
+        "(SELECT count(*) FROM chunk)";
+    lock(m);
+    sqlite3_stmt *s = NULL;
+    int rc = sqlite3_prepare_v2(m->db, q, -1, &s, NULL);
+    if (rc == SQLITE_OK) rc = sqlite3_step(s);
+    if (rc == SQLITE_ROW) {
+        st->files = (uint64_t)sqlite3_column_int64(s, 0);
+        st->dirs = (uint64_t)sqlite3_column_int64(s, 1);
+        st->symlinks = (uint64_t)sqlite3_column_int64(s, 2);
+        st->others = (uint64_t)sqlite3_column_int64(s, 3) - st->files - st->dirs -
+                     st->symlinks;
+        st->logical_bytes = (uint64_t)sqlite3_column_int64(s, 4);
+        st->stored_bytes = (uint64_t)sqlite3_column_int64(s, 5);
+        st->chunks = (uint64_t)sqlite3_column_int64(s, 6);
+        rc = 0;
+    } else {
+        rc = sql_err(m, rc);
+    }
+    sqlite3_finalize(s);
+    unlock(m);
+    return rc;
+}
+
+int fsmeta_chunks(fsmeta *m, fsmeta_chunk_cb cb, void *ctx)
+{
+    lock(m);
+    sqlite3_stmt *s = stmt(m, S_CHUNKS);
+    int rc;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        struct fsm_chunk c;
+        read_chunk(s, 0, &c);
+        if (cb(ctx, &c)) break;
+    }
+    rc = rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : sql_err(m, rc);
+    done(s);
+    unlock(m);
+    return rc;
+}
+
+int fsmeta_files(fsmeta *m, fsmeta_file_cb cb, void *ctx)
+{
+    lock(m);
+    sqlite3_stmt *s = stmt(m, S_FILES);
+    int rc;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        if (cb(ctx, (uint64_t)sqlite3_column_int64(s, 0),
+               (uint64_t)sqlite3_column_int64(s, 1),
+               (uint64_t)sqlite3_column_int64(s, 2)))
+            break;
+    }
+    rc = rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : sql_err(m, rc);
+    done(s);
+    unlock(m);
+    return rc;
+}
+
+int fsmeta_name_of(fsmeta *m, uint64_t ino, uint64_t *parent, char *name, size_t cap)
+{
+    lock(m);
+    sqlite3_stmt *s = stmt(m, S_NAMEOF);
+    bind_i64(s, 1, (int64_t)ino);
+    int rc = sqlite3_step(s);
+    if (rc == SQLITE_ROW) {
+        *parent = (uint64_t)sqlite3_column_int64(s, 0);
+        rc = copy_blob(s, 1, name, cap - 1);
+        if (rc >= 0) name[rc] = 0, rc = 0;
+    } else {
+        rc = rc == SQLITE_DONE ? -ENOENT : sql_err(m, rc);
+    }
+    done(s);
+    unlock(m);
+    return rc;
+}

@@ -1,0 +1,124 @@
+/*
+** fsmeta.h: the metadata store, the one module that speaks SQL.
+**
+** One SQLite database (STORE/meta.db, WAL mode, schema in fsmeta/schema.sql)
+** holds the namespace, attributes, extended attributes, and the map from file
+** content to pack records. Every statement is prepared once at open.
+**
+** Concurrency: an fsmeta handle is shared by threads. fsmeta_begin takes the
+** handle's (recursive) lock and opens a write transaction; fsmeta_commit or
+** fsmeta_rollback ends both. Calls outside a transaction take the lock for
+** their own duration and, if they write, are atomic on their own.
+**
+** Errors: -ENOENT (no such row), -EEXIST (name taken), -ENOSPC (disk full),
+** -EIO (anything else SQLite reports; logged).
+*/
+#ifndef CKPT_FSMETA_H
+#define CKPT_FSMETA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct fsmeta fsmeta;
+
+#define FSMETA_ROOT_INO 1
+
+struct fsm_attr {
+    uint64_t ino;
+    uint32_t mode, uid, gid, nlink;
+    uint64_t size, rdev, stored;
+    int64_t atime, mtime, ctime; /* ns */
+};
+
+/* A pack record holding one block of raw bytes. id 0: not yet in the table. */
+struct fsm_chunk {
+    uint64_t id;
+    uint32_t pack;
+    uint64_t off;
+    uint32_t raw_len, stored_len;
+    uint8_t codec;
+    uint64_t hash;
+};
+
+struct fsm_extent {
+    uint64_t file_off;
+    struct fsm_chunk c;
+};
+
+struct fsm_stats {
+    uint64_t files, dirs, symlinks, others;
+    uint64_t logical_bytes; /* sum of regular file sizes */
+    uint64_t stored_bytes;  /* sum of stored lengths of chunks in use */
+    uint64_t chunks;
+};
+
+/* Open (creating the schema and root directory, owned by root_uid/root_gid,
+** if new). readonly: for tools beside a live mount. */
+int fsmeta_open(const char *path, int readonly, uint32_t root_uid,
+                uint32_t root_gid, fsmeta **out);
+void fsmeta_close(fsmeta *m);
+
+/* durable: the commit must survive power loss (fsync); otherwise it survives
+** a crash of the process and stays consistent after power loss. */
+int fsmeta_begin(fsmeta *m, int durable);
+int fsmeta_commit(fsmeta *m);
+void fsmeta_rollback(fsmeta *m);
+
+/* Make every transaction committed so far durable. */
+int fsmeta_sync(fsmeta *m);
+
+int fsmeta_getattr(fsmeta *m, uint64_t ino, struct fsm_attr *a);
+/* Write every field of a but ino and stored. */
+int fsmeta_setattr(fsmeta *m, const struct fsm_attr *a);
+/* Insert a new inode from a (ino ignored, set on return); target for symlinks. */
+int fsmeta_mkinode(fsmeta *m, struct fsm_attr *a, const void *target, size_t tlen);
+/* Delete an inode with its xattrs and content. */
+int fsmeta_rminode(fsmeta *m, uint64_t ino);
+int fsmeta_readlink(fsmeta *m, uint64_t ino, void *buf, size_t cap, size_t *len);
+
+int fsmeta_lookup(fsmeta *m, uint64_t parent, const char *name, uint64_t *ino);
+int fsmeta_link(fsmeta *m, uint64_t parent, const char *name, uint64_t ino);
+int fsmeta_unlink(fsmeta *m, uint64_t parent, const char *name);
+/* Point entry (parent, name) at another inode. */
+int fsmeta_relink(fsmeta *m, uint64_t parent, const char *name, uint64_t ino);
+/* Move an entry; the destination name must be free. */
+int fsmeta_move(fsmeta *m, uint64_t parent, const char *name,
+                uint64_t newparent, const char *newname);
+int fsmeta_has_children(fsmeta *m, uint64_t dir);
+
+/* Entries of dir with cookie > after, in cookie order; cb returns non-zero
+** to stop (the entry it stopped at is not consumed). Cookies are >= 1. */
+typedef int (*fsmeta_dirent_cb)(void *ctx, int64_t cookie, const char *name,
+                                uint64_t ino);
+int fsmeta_readdir(fsmeta *m, uint64_t dir, int64_t after, fsmeta_dirent_cb cb,
+                   void *ctx);
+
+/* Extended attributes. get/list return the length; cap 0 asks for it only. */
+enum { FSMETA_XATTR_CREATE = 1, FSMETA_XATTR_REPLACE = 2 };
+int fsmeta_xattr_get(fsmeta *m, uint64_t ino, const char *name, void *buf, size_t cap);
+int fsmeta_xattr_set(fsmeta *m, uint64_t ino, const char *name, const void *val,
+                     size_t len, int flags);
+int fsmeta_xattr_list(fsmeta *m, uint64_t ino, char *buf, size_t cap);
+int fsmeta_xattr_remove(fsmeta *m, uint64_t ino, const char *name);
+
+/* Content of ino, sorted by offset; *out is malloc'd (NULL when n is 0). */
+int fsmeta_extents(fsmeta *m, uint64_t ino, struct fsm_extent **out, size_t *n);
+/* Replace the content of ino with ext[0..n): chunks with id 0 are inserted
+** and their ids written back; chunks no longer used are deleted. Also writes
+** size, mtime and ctime and recomputes stored. */
+int fsmeta_set_content(fsmeta *m, uint64_t ino, struct fsm_extent *ext, size_t n,
+                       uint64_t size, int64_t mtime, int64_t ctime);
+
+/* Delete inodes whose link count is 0 (unlinked while open before a crash). */
+int fsmeta_purge_orphans(fsmeta *m, uint64_t *purged);
+int fsmeta_stats(fsmeta *m, struct fsm_stats *s);
+/* Every chunk in use, for verification; cb returns non-zero to stop. */
+typedef int (*fsmeta_chunk_cb)(void *ctx, const struct fsm_chunk *c);
+int fsmeta_chunks(fsmeta *m, fsmeta_chunk_cb cb, void *ctx);
+/* Path-free walk of regular files: ino, size, stored; for per-file stats. */
+typedef int (*fsmeta_file_cb)(void *ctx, uint64_t ino, uint64_t size, uint64_t stored);
+int fsmeta_files(fsmeta *m, fsmeta_file_cb cb, void *ctx);
+/* One name of ino (any), with its parent, for reports. */
+int fsmeta_name_of(fsmeta *m, uint64_t ino, uint64_t *parent, char *name, size_t cap);
+
+#endif

@@ -1,0 +1,146 @@
+/*
+** ckptfs.c: the ckptfs daemon: mount a store at a mount point.
+**
+**   ckptfs [options] STORE MOUNTPOINT
+**
+** Parses options, opens (or creates) the store while still attached to the
+** terminal so errors are seen, mounts, detaches unless -f, then starts the
+** compression workers, recovers staged bodies and serves requests.
+*/
+#include "config.h"
+#include "common.h"
+#include "fs.h"
+
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <syslog.h>
+#include <unistd.h>
+
+struct cli {
+    char *store;
+    unsigned long threads, cache_mib, reserve_mib, block_kib;
+    int verbose;
+    double timeout;
+};
+
+#define OPT(t, p) {t, offsetof(struct cli, p), 1}
+static const struct fuse_opt cli_opts[] = {
+    OPT("threads=%lu", threads),
+    OPT("cache_mib=%lu", cache_mib),
+    OPT("reserve_mib=%lu", reserve_mib),
+    OPT("block_kib=%lu", block_kib),
+    OPT("attr_timeout=%lf", timeout),
+    OPT("verbose", verbose),
+    FUSE_OPT_END,
+};
+
+static void usage(const char *prog)
+{
+    printf("usage: %s [options] STORE MOUNTPOINT\n\n"
+           "Mount the checkpoint store STORE (created if missing) at MOUNTPOINT.\n"
+           "Unmount with: fusermount3 -u MOUNTPOINT\n\n"
+           "ckptfs options (-o name=value):\n"
+           "    -o threads=N         compression workers (default: CPUs online)\n"
+           "    -o cache_mib=N       decoded block cache, MiB (default 64)\n"
+           "    -o reserve_mib=N     free space kept for metadata; writes past it\n"
+           "                         fail with ENOSPC (default 64)\n"
+           "    -o block_kib=N       block size of file content, KiB (default 1024)\n"
+           "    -o attr_timeout=S    kernel attribute cache, seconds (default 1)\n"
+           "    -o verbose           log commits and recovery\n\n"
+           "FUSE options:\n", prog);
+    fuse_cmdline_help();
+    fuse_lowlevel_help();
+}
+
+static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outargs)
+{
+    (void)outargs;
+    struct cli *c = data;
+    if (key == FUSE_OPT_KEY_NONOPT && !c->store) {
+        c->store = strdup(arg);
+        return 0;
+    }
+    return 1;
+}
+
+static int serve(struct fuse_session *se, struct fuse_cmdline_opts *o, struct fs *fs)
+{
+    if (fuse_set_signal_handlers(se) != 0) return 1;
+    if (fuse_session_mount(se, o->mountpoint) != 0) return 1;
+    if (!o->foreground) {
+        openlog("ckptfs", LOG_PID, LOG_DAEMON);
+        ck_log_syslog = 1;
+    }
+    fuse_daemonize(o->foreground);
+    int rc = store_start(fs->st);
+    if (rc == 0) rc = fs_recover(fs);
+    if (rc < 0) ck_log(CK_LOG_ERR, "recovery: %s (store left as found)", strerror(-rc));
+    int ret = 1;
+    if (rc == 0) {
+        struct fuse_loop_config *lc = fuse_loop_cfg_create();
+        if (!lc) return 1;
+        fuse_loop_cfg_set_clone_fd(lc, (unsigned)o->clone_fd);
+        fuse_loop_cfg_set_idle_threads(lc, o->max_idle_threads);
+        ret = o->singlethread ? fuse_session_loop(se) : fuse_session_loop_mt(se, lc);
+        fuse_loop_cfg_destroy(lc);
+    }
+    fuse_session_unmount(se);
+    fuse_remove_signal_handlers(se);
+    return ret != 0;
+}
+
+int main(int argc, char **argv)
+{
+    struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
+    struct cli cli = {.timeout = 1.0};
+    struct fuse_cmdline_opts o;
+    if (fuse_opt_parse(&args, &cli, cli_opts, opt_proc) != 0) return 2;
+    if (fuse_parse_cmdline(&args, &o) != 0) return 2;
+    if (o.show_help) {
+        usage(argv[0]);
+        return 0;
+    }
+    if (o.show_version) {
+        printf("ckptfs %s\nFUSE library %s\n", PACKAGE_VERSION, fuse_pkgversion());
+        return 0;
+    }
+    if (!cli.store || !o.mountpoint) {
+        fprintf(stderr, "usage: %s [options] STORE MOUNTPOINT (see --help)\n", argv[0]);
+        return 2;
+    }
+    if (cli.verbose) ck_log_level = CK_LOG_INFO;
+    if (o.debug) ck_log_level = CK_LOG_DEBUG;
+
+    struct store_opts so;
+    store_default_opts(&so);
+    if (cli.threads) so.threads = (int)cli.threads;
+    if (cli.cache_mib) so.cache_bytes = (size_t)cli.cache_mib << 20;
+    if (cli.reserve_mib) so.reserve_bytes = (uint64_t)cli.reserve_mib << 20;
+    if (cli.block_kib) so.block_size = (size_t)cli.block_kib << 10;
+    if (so.block_size > (64u << 20) || so.block_size < 4096) {
+        fprintf(stderr, "ckptfs: block_kib must be between 4 and 65536\n");
+        return 2;
+    }
+    struct fs fs = {.timeout = cli.timeout};
+    int rc = store_open(cli.store, &so, &fs.st);
+    if (rc < 0) {
+        fprintf(stderr, "ckptfs: cannot open store %s: %s%s\n", cli.store, strerror(-rc),
+                rc == -EBUSY ? " (already mounted by another ckptfs)" : "");
+        return 1;
+    }
+    if (node_table_create(&fs.nodes) < 0) return 1;
+    int ret = 1;
+    struct fuse_session *se = fuse_session_new(&args, &fs_ops, sizeof fs_ops, &fs);
+    if (se) {
+        ret = serve(se, &o, &fs);
+        fuse_session_destroy(se);
+    }
+    node_table_destroy(fs.nodes);
+    store_close(fs.st);
+    free(o.mountpoint);
+    free(cli.store);
+    fuse_opt_free_args(&args);
+    return ret;
+}

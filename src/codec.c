@@ -1,0 +1,94 @@
+/*
+** codec.c: raw and zstd block codecs (see codec.h).
+**
+** zstd contexts are reused per thread: creating one per block would cost more
+** than compressing a small block. They are freed when the thread exits.
+*/
+#include "codec.h"
+#include "common.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zstd.h>
+
+static pthread_key_t cctx_key, dctx_key;
+static pthread_once_t keys_once = PTHREAD_ONCE_INIT;
+
+static void free_cctx(void *p) { ZSTD_freeCCtx(p); }
+static void free_dctx(void *p) { ZSTD_freeDCtx(p); }
+static void make_keys(void)
+{
+    pthread_key_create(&cctx_key, free_cctx);
+    pthread_key_create(&dctx_key, free_dctx);
+}
+
+static ZSTD_CCtx *thread_cctx(void)
+{
+    pthread_once(&keys_once, make_keys);
+    ZSTD_CCtx *c = pthread_getspecific(cctx_key);
+    if (!c && (c = ZSTD_createCCtx()) != NULL) pthread_setspecific(cctx_key, c);
+    return c;
+}
+
+static ZSTD_DCtx *thread_dctx(void)
+{
+    pthread_once(&keys_once, make_keys);
+    ZSTD_DCtx *d = pthread_getspecific(dctx_key);
+    if (!d && (d = ZSTD_createDCtx()) != NULL) pthread_setspecific(dctx_key, d);
+    return d;
+}
+
+size_t codec_bound(size_t raw_len)
+{
+    return ZSTD_compressBound(raw_len);
+}
+
+int codec_encode(const void *raw, size_t raw_len, void *dst, size_t cap,
+                 int level, uint8_t *codec, size_t *stored_len)
+{
+    if (cap < codec_bound(raw_len)) return -EINVAL;
+    ZSTD_CCtx *c = thread_cctx();
+    if (!c) return -ENOMEM;
+    size_t n = ZSTD_compressCCtx(c, dst, cap, raw, raw_len, level);
+    /* Keep compressed only when it saves at least 1/64 of the block: decoding
+    ** a block that barely shrank costs more read time than it saves disk. */
+    if (!ZSTD_isError(n) && n < raw_len - raw_len / 64) {
+        *codec = CODEC_ZSTD;
+        *stored_len = n;
+        return 0;
+    }
+    memcpy(dst, raw, raw_len);
+    *codec = CODEC_RAW;
+    *stored_len = raw_len;
+    return 0;
+}
+
+int codec_decode(uint8_t codec, const void *src, size_t stored_len,
+                 void *dst, size_t raw_len)
+{
+    switch (codec) {
+    case CODEC_RAW:
+        if (stored_len != raw_len) return -EIO;
+        memmove(dst, src, raw_len);
+        return 0;
+    case CODEC_ZSTD: {
+        ZSTD_DCtx *d = thread_dctx();
+        if (!d) return -ENOMEM;
+        size_t n = ZSTD_decompressDCtx(d, dst, raw_len, src, stored_len);
+        if (ZSTD_isError(n) || n != raw_len) return -EIO;
+        return 0;
+    }
+    default:
+        return -EINVAL;
+    }
+}
+
+const char *codec_name(uint8_t codec)
+{
+    switch (codec) {
+    case CODEC_RAW: return "raw";
+    case CODEC_ZSTD: return "zstd";
+    default: return "?";
+    }
+}

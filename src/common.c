@@ -1,0 +1,63 @@
+/*
+** common.c: logging and full-length I/O helpers (see common.h).
+*/
+#include "common.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <syslog.h>
+#include <unistd.h>
+
+int ck_log_level = CK_LOG_WARN;
+int ck_log_syslog = 0;
+
+void ck_log(int level, const char *fmt, ...)
+{
+    static const char *names[] = {"error", "warning", "info", "debug"};
+    if (level > ck_log_level) return;
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "ckptfs: %s: %s\n", names[level], msg);
+    if (ck_log_syslog) syslog(level == CK_LOG_ERR ? LOG_ERR : LOG_WARNING, "%s", msg);
+}
+
+int ck_pread_full(int fd, void *buf, size_t len, uint64_t off)
+{
+    uint8_t *p = buf;
+    while (len > 0) {
+        ssize_t n = pread(fd, p, len, (off_t)off);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) return -errno;
+        if (n == 0) return -EIO; /* the caller asked for bytes that are not there */
+        p += n;
+        off += (uint64_t)n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+int ck_pwrite_full(int fd, const void *buf, size_t len, uint64_t off)
+{
+    const uint8_t *p = buf;
+    while (len > 0) {
+        ssize_t n = pwrite(fd, p, len, (off_t)off);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) return -errno;
+        p += n;
+        off += (uint64_t)n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+int ck_is_zero(const void *buf, size_t len)
+{
+    const uint8_t *p = buf;
+    if (len == 0) return 1;
+    /* First byte zero and every byte equal to its neighbour: zero throughout. */
+    return p[0] == 0 && memcmp(p, p + 1, len - 1) == 0;
+}

@@ -1,0 +1,931 @@
+/*
+** fs.c: FUSE low-level operations (see fs.h).
+**
+** Ownership: a daemon running as root creates every inode with the uid and
+** gid of the request, so users own what they make. Names are looked up per
+** directory inode; no path is ever assembled, so PATH_MAX never limits us.
+*/
+#include "fs.h"
+#include "common.h"
+#include "ingest.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#ifndef RENAME_NOREPLACE
+#define RENAME_NOREPLACE (1 << 0)
+#endif
+#ifndef RENAME_EXCHANGE
+#define RENAME_EXCHANGE (1 << 1)
+#endif
+#ifndef FALLOC_FL_KEEP_SIZE
+#define FALLOC_FL_KEEP_SIZE 0x01
+#endif
+
+#define FS(req) ((struct fs *)fuse_req_userdata(req))
+#define NODE(fi) ((struct node *)(uintptr_t)(fi)->fh)
+
+static int name_ok(const char *name)
+{
+    return strlen(name) > NAME_MAX ? -ENAMETOOLONG : 0;
+}
+
+static int end_txn(fsmeta *m, int rc)
+{
+    if (rc < 0) {
+        fsmeta_rollback(m);
+        return rc;
+    }
+    return fsmeta_commit(m);
+}
+
+/* Delete an unlinked inode once nothing refers to it. */
+static void reap(struct fs *fs, uint64_t ino)
+{
+    struct fsm_attr a;
+    if (fsmeta_getattr(fs->st->meta, ino, &a) == 0 && a.nlink == 0) {
+        int rc = fsmeta_rminode(fs->st->meta, ino);
+        if (rc < 0) ck_log(CK_LOG_WARN, "inode %llu: delete failed (%s); purged at next mount",
+                           (unsigned long long)ino, strerror(-rc));
+        store_stage_remove(fs->st, ino);
+    }
+}
+
+static void unpin(struct fs *fs, struct node *n)
+{
+    uint64_t ino = n->ino;
+    if (node_unpin(fs->nodes, n)) reap(fs, ino);
+}
+
+/* After a link count dropped: reap now unless the kernel still holds it. */
+static void maybe_reap(struct fs *fs, uint64_t ino)
+{
+    struct node *n = node_find(fs->nodes, ino);
+    if (n) unpin(fs, n); else reap(fs, ino);
+}
+
+static void to_timespec(int64_t ns, struct timespec *ts)
+{
+    ts->tv_sec = ns / 1000000000;
+    ts->tv_nsec = ns % 1000000000;
+}
+
+static void fill_stat(struct fs *fs, struct fsm_attr *a, struct stat *sb)
+{
+    struct node *n = node_find(fs->nodes, a->ino);
+    if (n) {
+        if (ingest_overlay(n, &a->size, &a->mtime, &a->ctime)) a->stored = a->size;
+        unpin(fs, n);
+    }
+    memset(sb, 0, sizeof *sb);
+    sb->st_ino = a->ino;
+    sb->st_mode = a->mode;
+    sb->st_nlink = a->nlink;
+    sb->st_uid = a->uid;
+    sb->st_gid = a->gid;
+    sb->st_rdev = a->rdev;
+    sb->st_size = (off_t)a->size;
+    sb->st_blksize = 4096;
+    /* Blocks actually used on disk (compressed), as ZFS and btrfs report. */
+    sb->st_blocks = (blkcnt_t)((a->stored + 4095) / 4096 * 8);
+    to_timespec(a->atime, &sb->st_atim);
+    to_timespec(a->mtime, &sb->st_mtim);
+    to_timespec(a->ctime, &sb->st_ctim);
+}
+
+static int get_stat(struct fs *fs, uint64_t ino, struct stat *sb)
+{
+    struct fsm_attr a;
+    CK_TRY(fsmeta_getattr(fs->st->meta, ino, &a));
+    fill_stat(fs, &a, sb);
+    return 0;
+}
+
+/* Build an entry reply for ino and count the kernel's new reference. */
+static int make_entry(struct fs *fs, uint64_t ino, struct fuse_entry_param *e)
+{
+    memset(e, 0, sizeof *e);
+    CK_TRY(get_stat(fs, ino, &e->attr));
+    struct node *n = node_pin(fs->nodes, ino);
+    if (!n) return -ENOMEM;
+    node_add(fs->nodes, n, 1, 0, 0);
+    unpin(fs, n);
+    e->ino = ino;
+    e->attr_timeout = e->entry_timeout = fs->timeout;
+    return 0;
+}
+
+static void reply_entry(fuse_req_t req, uint64_t ino)
+{
+    struct fuse_entry_param e;
+    int rc = make_entry(FS(req), ino, &e);
+    if (rc < 0) fuse_reply_err(req, -rc); else fuse_reply_entry(req, &e);
+}
+
+static void touch_dir(struct fsm_attr *d, int dlink)
+{
+    d->mtime = d->ctime = ck_now_ns();
+    d->nlink = (uint32_t)((int)d->nlink + dlink);
+}
+
+static int get_dir(fsmeta *m, uint64_t ino, struct fsm_attr *d)
+{
+    CK_TRY(fsmeta_getattr(m, ino, d));
+    return S_ISDIR(d->mode) ? 0 : -ENOTDIR;
+}
+
+/* Create an inode named name in parent, owned by the caller. */
+static int make_node(fuse_req_t req, uint64_t parent, const char *name, mode_t mode,
+                     dev_t rdev, const char *target, uint64_t *ino)
+{
+    fsmeta *m = FS(req)->st->meta;
+    const struct fuse_ctx *ctx = fuse_req_ctx(req);
+    CK_TRY(name_ok(name));
+    CK_TRY(fsmeta_begin(m, 0));
+    struct fsm_attr d, a;
+    uint64_t old;
+    int rc = get_dir(m, parent, &d);
+    if (rc == 0 && d.nlink == 0) rc = -ENOENT; /* directory removed while open */
+    if (rc == 0 && fsmeta_lookup(m, parent, name, &old) == 0) rc = -EEXIST;
+    if (rc == 0) {
+        int64_t now = ck_now_ns();
+        int dir = S_ISDIR(mode);
+        a = (struct fsm_attr){.mode = (uint32_t)mode, .uid = ctx->uid, .gid = ctx->gid,
+                              .nlink = dir ? 2 : 1, .rdev = rdev,
+                              .size = target ? strlen(target) : 0,
+                              .atime = now, .mtime = now, .ctime = now};
+        if (d.mode & S_ISGID) { /* BSD group semantics under a setgid directory */
+            a.gid = d.gid;
+            if (dir) a.mode |= S_ISGID;
+        }
+        rc = fsmeta_mkinode(m, &a, target, target ? strlen(target) : 0);
+        if (rc == 0) rc = fsmeta_link(m, parent, name, a.ino);
+        touch_dir(&d, dir);
+        if (rc == 0) rc = fsmeta_setattr(m, &d);
+    }
+    CK_TRY(end_txn(m, rc));
+    *ino = a.ino;
+    return 0;
+}
+
+static void op_init(void *userdata, struct fuse_conn_info *conn)
+{
+    (void)userdata;
+    conn->max_write = 1 << 20;
+    conn->max_readahead = CK_MIN(conn->max_readahead, 1u << 20);
+    if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC) conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
+    conn->want &= ~(unsigned)FUSE_CAP_WRITEBACK_CACHE;
+}
+
+static void commit_all(struct node *n, void *ctx)
+{
+    ingest_commit(ctx, n, 1, 1);
+}
+
+static void op_destroy(void *userdata)
+{
+    struct fs *fs = userdata;
+    node_foreach(fs->nodes, commit_all, fs->st);
+}
+
+static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+    uint64_t ino;
+    int rc = name_ok(name);
+    if (rc == 0) rc = fsmeta_lookup(FS(req)->st->meta, parent, name, &ino);
+    if (rc < 0) {
+        fuse_reply_err(req, -rc);
+        return;
+    }
+    reply_entry(req, ino);
+}
+
+static void forget_one(struct fs *fs, uint64_t ino, uint64_t nlookup)
+{
+    struct node *n = node_find(fs->nodes, ino);
+    if (!n) return;
+    node_add(fs->nodes, n, -(int64_t)nlookup, 0, 0);
+    unpin(fs, n);
+}
+
+static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+    forget_one(FS(req), ino, nlookup);
+    fuse_reply_none(req);
+}
+
+static void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *f)
+{
+    for (size_t i = 0; i < count; i++) forget_one(FS(req), f[i].ino, f[i].nlookup);
+    fuse_reply_none(req);
+}
+
+static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    (void)fi;
+    struct stat sb;
+    int rc = get_stat(FS(req), ino, &sb);
+    if (rc < 0) fuse_reply_err(req, -rc); else fuse_reply_attr(req, &sb, FS(req)->timeout);
+}
+
+static int in_group(fuse_req_t req, gid_t gid)
+{
+    if (fuse_req_ctx(req)->gid == gid) return 1;
+    gid_t groups[64];
+    int n = fuse_req_getgroups(req, 64, groups);
+    for (int i = 0; i < n && i < 64; i++)
+        if (groups[i] == gid) return 1;
+    return 0;
+}
+
+/* chmod/chown rules for a daemon that must enforce them itself. */
+static int may_change(fuse_req_t req, const struct fsm_attr *a, const struct stat *sb,
+                      int to_set)
+{
+    uid_t uid = fuse_req_ctx(req)->uid;
+    if (uid == 0) return 0;
+    if ((to_set & (FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_GID)) && uid != a->uid) return -EPERM;
+    if ((to_set & FUSE_SET_ATTR_UID) && sb->st_uid != a->uid) return -EPERM;
+    if ((to_set & FUSE_SET_ATTR_GID) && sb->st_gid != a->gid && !in_group(req, sb->st_gid))
+        return -EPERM;
+    return 0;
+}
+
+static int64_t ts_ns(const struct timespec *ts)
+{
+    return (int64_t)ts->tv_sec * 1000000000 + ts->tv_nsec;
+}
+
+static int set_size(struct fs *fs, uint64_t ino, uint64_t size)
+{
+    struct node *n = node_pin(fs->nodes, ino);
+    if (!n) return -ENOMEM;
+    int rc = ingest_truncate(fs->st, n, size);
+    /* With no writer open, nothing else would commit it: do it now. */
+    if (rc == 0 && node_add(fs->nodes, n, 0, 0, 0) == 0) rc = ingest_commit(fs->st, n, 0, 1);
+    unpin(fs, n);
+    return rc;
+}
+
+static int do_setattr(fuse_req_t req, uint64_t ino, struct stat *sb, int to_set)
+{
+    struct fs *fs = FS(req);
+    fsmeta *m = fs->st->meta;
+    struct fsm_attr a;
+    CK_TRY(fsmeta_getattr(m, ino, &a));
+    CK_TRY(may_change(req, &a, sb, to_set));
+    if (to_set & FUSE_SET_ATTR_SIZE) {
+        if (S_ISDIR(a.mode)) return -EISDIR;
+        if (!S_ISREG(a.mode)) return -EINVAL;
+        CK_TRY(set_size(fs, ino, (uint64_t)sb->st_size));
+        CK_TRY(fsmeta_getattr(m, ino, &a));
+    }
+    int64_t now = ck_now_ns();
+    if (to_set & FUSE_SET_ATTR_MODE) a.mode = (a.mode & S_IFMT) | (sb->st_mode & 07777);
+    if (to_set & FUSE_SET_ATTR_UID) a.uid = sb->st_uid;
+    if (to_set & FUSE_SET_ATTR_GID) a.gid = sb->st_gid;
+    if ((to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) && fuse_req_ctx(req)->uid != 0)
+        a.mode &= ~(uint32_t)(S_ISUID | S_ISGID); /* as the kernel does on chown */
+    if (to_set & FUSE_SET_ATTR_ATIME) a.atime = ts_ns(&sb->st_atim);
+    if (to_set & FUSE_SET_ATTR_ATIME_NOW) a.atime = now;
+    if (to_set & FUSE_SET_ATTR_MTIME) a.mtime = ts_ns(&sb->st_mtim);
+    if (to_set & FUSE_SET_ATTR_MTIME_NOW) a.mtime = now;
+    a.ctime = (to_set & FUSE_SET_ATTR_CTIME) ? ts_ns(&sb->st_ctim) : now;
+    struct node *n = node_find(fs->nodes, ino);
+    if (n) {
+        uint64_t sz;
+        int64_t mt, ct;
+        if (ingest_overlay(n, &sz, &mt, &ct) && !(to_set & (FUSE_SET_ATTR_MTIME |
+                                                            FUSE_SET_ATTR_MTIME_NOW)))
+            a.mtime = mt;
+        ingest_set_times(n, a.mtime, a.ctime);
+        unpin(fs, n);
+    }
+    return fsmeta_setattr(m, &a);
+}
+
+static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+                       struct fuse_file_info *fi)
+{
+    (void)fi;
+    int rc = do_setattr(req, ino, attr, to_set);
+    struct stat sb;
+    if (rc == 0) rc = get_stat(FS(req), ino, &sb);
+    if (rc < 0) fuse_reply_err(req, -rc); else fuse_reply_attr(req, &sb, FS(req)->timeout);
+}
+
+static void op_readlink(fuse_req_t req, fuse_ino_t ino)
+{
+    char buf[PATH_MAX + 1];
+    size_t len;
+    int rc = fsmeta_readlink(FS(req)->st->meta, ino, buf, PATH_MAX, &len);
+    if (rc < 0) {
+        fuse_reply_err(req, -rc);
+        return;
+    }
+    buf[len] = 0;
+    fuse_reply_readlink(req, buf);
+}
+
+static void reply_made(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+                       dev_t rdev, const char *target)
+{
+    uint64_t ino;
+    int rc = make_node(req, parent, name, mode, rdev, target, &ino);
+    if (rc < 0) fuse_reply_err(req, -rc); else reply_entry(req, ino);
+}
+
+static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+                     dev_t rdev)
+{
+    reply_made(req, parent, name, mode, rdev, NULL);
+}
+
+static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+{
+    reply_made(req, parent, name, S_IFDIR | (mode & 07777), 0, NULL);
+}
+
+static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
+{
+    if (strlen(link) > PATH_MAX) {
+        fuse_reply_err(req, ENAMETOOLONG);
+        return;
+    }
+    reply_made(req, parent, name, S_IFLNK | 0777, 0, link);
+}
+
+/* Remove the entry (parent, name) of inode *ino; want_dir selects rmdir rules. */
+static int remove_entry(fsmeta *m, uint64_t parent, const char *name, int want_dir,
+                        uint64_t *ino, uint32_t *nlink)
+{
+    struct fsm_attr d, a;
+    CK_TRY(get_dir(m, parent, &d));
+    CK_TRY(fsmeta_lookup(m, parent, name, ino));
+    CK_TRY(fsmeta_getattr(m, *ino, &a));
+    int dir = S_ISDIR(a.mode);
+    if (want_dir && !dir) return -ENOTDIR;
+    if (!want_dir && dir) return -EISDIR;
+    if (dir) {
+        int r = fsmeta_has_children(m, *ino);
+        if (r != 0) return r < 0 ? r : -ENOTEMPTY;
+    }
+    CK_TRY(fsmeta_unlink(m, parent, name));
+    a.nlink = dir ? 0 : a.nlink - 1;
+    a.ctime = ck_now_ns();
+    CK_TRY(fsmeta_setattr(m, &a));
+    touch_dir(&d, dir ? -1 : 0);
+    *nlink = a.nlink;
+    return fsmeta_setattr(m, &d);
+}
+
+static void do_remove(fuse_req_t req, fuse_ino_t parent, const char *name, int dir)
+{
+    fsmeta *m = FS(req)->st->meta;
+    uint64_t ino = 0;
+    uint32_t nlink = 1;
+    int rc = name_ok(name);
+    if (rc == 0) rc = fsmeta_begin(m, 0);
+    if (rc == 0) rc = end_txn(m, remove_entry(m, parent, name, dir, &ino, &nlink));
+    if (rc == 0 && nlink == 0) maybe_reap(FS(req), ino);
+    fuse_reply_err(req, -rc);
+}
+
+static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+    do_remove(req, parent, name, 0);
+}
+
+static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+    do_remove(req, parent, name, 1);
+}
+
+/* Swap two entries (RENAME_EXCHANGE). */
+static int exchange(fsmeta *m, uint64_t p1, const char *n1, uint64_t i1,
+                    uint64_t p2, const char *n2, uint64_t i2)
+{
+    struct fsm_attr a1, a2, d1, d2;
+    CK_TRY(fsmeta_getattr(m, i1, &a1));
+    CK_TRY(fsmeta_getattr(m, i2, &a2));
+    CK_TRY(fsmeta_relink(m, p1, n1, i2));
+    CK_TRY(fsmeta_relink(m, p2, n2, i1));
+    int64_t now = ck_now_ns();
+    a1.ctime = a2.ctime = now;
+    CK_TRY(fsmeta_setattr(m, &a1));
+    CK_TRY(fsmeta_setattr(m, &a2));
+    CK_TRY(get_dir(m, p1, &d1));
+    int moved = (int)S_ISDIR(a2.mode) - (int)S_ISDIR(a1.mode); /* subdirs p1 gains */
+    touch_dir(&d1, p1 == p2 ? 0 : moved);
+    CK_TRY(fsmeta_setattr(m, &d1));
+    if (p1 == p2) return 0;
+    CK_TRY(get_dir(m, p2, &d2));
+    touch_dir(&d2, -moved);
+    return fsmeta_setattr(m, &d2);
+}
+
+/* Plain rename, replacing an existing destination; *victim gets its ino
+** when its last link went. */
+static int move(fsmeta *m, uint64_t p1, const char *n1, uint64_t i1, uint64_t p2,
+                const char *n2, int have_dst, uint64_t i2, uint64_t *victim)
+{
+    struct fsm_attr a, d;
+    CK_TRY(fsmeta_getattr(m, i1, &a));
+    int dir = S_ISDIR(a.mode);
+    if (have_dst) {
+        struct fsm_attr b;
+        CK_TRY(fsmeta_getattr(m, i2, &b));
+        if (dir && !S_ISDIR(b.mode)) return -ENOTDIR;
+        if (!dir && S_ISDIR(b.mode)) return -EISDIR;
+        uint32_t nlink;
+        CK_TRY(remove_entry(m, p2, n2, dir, &i2, &nlink));
+        if (nlink == 0) *victim = i2;
+    }
+    CK_TRY(fsmeta_move(m, p1, n1, p2, n2));
+    a.ctime = ck_now_ns();
+    CK_TRY(fsmeta_setattr(m, &a));
+    CK_TRY(get_dir(m, p1, &d));
+    touch_dir(&d, dir && p1 != p2 ? -1 : 0);
+    CK_TRY(fsmeta_setattr(m, &d));
+    if (p1 == p2) return 0;
+    CK_TRY(get_dir(m, p2, &d));
+    touch_dir(&d, dir ? 1 : 0);
+    return fsmeta_setattr(m, &d);
+}
+
+static int do_rename(fsmeta *m, uint64_t p1, const char *n1, uint64_t p2, const char *n2,
+                     unsigned flags, uint64_t *victim)
+{
+    uint64_t i1, i2 = 0;
+    CK_TRY(fsmeta_lookup(m, p1, n1, &i1));
+    int rc = fsmeta_lookup(m, p2, n2, &i2);
+    if (rc < 0 && rc != -ENOENT) return rc;
+    int have_dst = rc == 0;
+    if (flags & RENAME_EXCHANGE) {
+        if (!have_dst) return -ENOENT;
+        return exchange(m, p1, n1, i1, p2, n2, i2);
+    }
+    if (have_dst && (flags & RENAME_NOREPLACE)) return -EEXIST;
+    if (have_dst && i1 == i2) return 0; /* two links of one inode: POSIX no-op */
+    return move(m, p1, n1, i1, p2, n2, have_dst, i2, victim);
+}
+
+static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
+                      fuse_ino_t newparent, const char *newname, unsigned int flags)
+{
+    fsmeta *m = FS(req)->st->meta;
+    uint64_t victim = 0;
+    int rc = flags & ~(unsigned)(RENAME_NOREPLACE | RENAME_EXCHANGE) ? -EINVAL : 0;
+    if ((flags & RENAME_NOREPLACE) && (flags & RENAME_EXCHANGE)) rc = -EINVAL;
+    if (rc == 0) rc = name_ok(newname);
+    if (rc == 0) rc = fsmeta_begin(m, 0);
+    if (rc == 0) rc = end_txn(m, do_rename(m, parent, name, newparent, newname, flags,
+                                           &victim));
+    if (rc == 0 && victim) maybe_reap(FS(req), victim);
+    fuse_reply_err(req, -rc);
+}
+
+static int do_link(fsmeta *m, uint64_t ino, uint64_t parent, const char *name)
+{
+    struct fsm_attr a, d;
+    CK_TRY(fsmeta_getattr(m, ino, &a));
+    if (S_ISDIR(a.mode)) return -EPERM;
+    if (a.nlink == 0) return -ENOENT;
+    CK_TRY(get_dir(m, parent, &d));
+    CK_TRY(fsmeta_link(m, parent, name, ino));
+    a.nlink++;
+    a.ctime = ck_now_ns();
+    CK_TRY(fsmeta_setattr(m, &a));
+    touch_dir(&d, 0);
+    return fsmeta_setattr(m, &d);
+}
+
+static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
+{
+    fsmeta *m = FS(req)->st->meta;
+    int rc = name_ok(newname);
+    if (rc == 0) rc = fsmeta_begin(m, 0);
+    if (rc == 0) rc = end_txn(m, do_link(m, ino, newparent, newname));
+    if (rc < 0) fuse_reply_err(req, -rc); else reply_entry(req, ino);
+}
+
+static int writable(const struct fuse_file_info *fi)
+{
+    return (fi->flags & O_ACCMODE) != O_RDONLY;
+}
+
+/* Attach an open handle to the node of ino. */
+static int open_node(struct fs *fs, uint64_t ino, struct fuse_file_info *fi)
+{
+    struct node *n = node_pin(fs->nodes, ino);
+    if (!n) return -ENOMEM;
+    int w = writable(fi);
+    node_add(fs->nodes, n, 0, 1, w);
+    int rc = (fi->flags & O_TRUNC) && w ? ingest_truncate(fs->st, n, 0) : 0;
+    if (rc < 0) node_add(fs->nodes, n, 0, -1, -w);
+    fi->fh = (uintptr_t)n;
+    fi->keep_cache = 1; /* every change passes through this mount's page cache */
+    unpin(fs, n);
+    return rc;
+}
+
+static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    struct fsm_attr a;
+    int rc = fsmeta_getattr(FS(req)->st->meta, ino, &a);
+    if (rc == 0 && S_ISDIR(a.mode)) rc = -EISDIR;
+    if (rc == 0) rc = open_node(FS(req), ino, fi);
+    if (rc < 0) fuse_reply_err(req, -rc); else fuse_reply_open(req, fi);
+}
+
+static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+                      struct fuse_file_info *fi)
+{
+    struct fs *fs = FS(req);
+    uint64_t ino;
+    struct fuse_entry_param e;
+    int rc = make_node(req, parent, name, S_IFREG | (mode & 07777), 0, NULL, &ino);
+    if (rc == 0) rc = make_entry(fs, ino, &e);
+    if (rc == 0) {
+        fi->flags &= ~O_TRUNC; /* new and empty already */
+        rc = open_node(fs, ino, fi);
+    }
+    if (rc < 0) fuse_reply_err(req, -rc); else fuse_reply_create(req, &e, fi);
+}
+
+static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                    struct fuse_file_info *fi)
+{
+    (void)ino;
+    uint8_t *buf = malloc(size ? size : 1);
+    size_t got = 0;
+    int rc = buf ? ingest_read(FS(req)->st, NODE(fi), buf, size, (uint64_t)off, &got) : -ENOMEM;
+    if (rc < 0) fuse_reply_err(req, -rc); else fuse_reply_buf(req, (char *)buf, got);
+    free(buf);
+}
+
+static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
+                     off_t off, struct fuse_file_info *fi)
+{
+    (void)ino;
+    int rc = ingest_write(FS(req)->st, NODE(fi), buf, size, (uint64_t)off);
+    if (rc < 0) fuse_reply_err(req, -rc); else fuse_reply_write(req, size);
+}
+
+static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    (void)ino;
+    /* close(2) waits for flush: commit here so its errors reach the writer. */
+    int rc = writable(fi) ? ingest_commit(FS(req)->st, NODE(fi), 0, 0) : 0;
+    fuse_reply_err(req, -rc);
+}
+
+static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    struct fs *fs = FS(req);
+    struct node *n = node_pin(fs->nodes, ino);
+    int w = writable(fi);
+    if (node_add(fs->nodes, n, 0, -1, -w) == 0 && w) ingest_commit(fs->st, n, 0, 1);
+    unpin(fs, n);
+    fuse_reply_err(req, 0);
+}
+
+static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
+    (void)ino;
+    (void)datasync;
+    fuse_reply_err(req, -ingest_commit(FS(req)->st, NODE(fi), 1, 0));
+}
+
+static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    struct fsm_attr a;
+    int rc = get_dir(FS(req)->st->meta, ino, &a);
+    fi->fh = 0;
+    if (rc < 0) fuse_reply_err(req, -rc); else fuse_reply_open(req, fi);
+}
+
+struct dirbuf {
+    fuse_req_t req;
+    struct fs *fs;
+    char *buf;
+    size_t size, len;
+    int plus, err;
+};
+
+/* Add one entry; returns 1 when the buffer is full. */
+static int add_dirent(struct dirbuf *b, const char *name, uint64_t ino, int64_t cookie)
+{
+    size_t room = b->size - b->len, need;
+    int dots = strcmp(name, ".") == 0 || strcmp(name, "..") == 0;
+    if (!b->plus) {
+        struct stat sb = {.st_ino = ino};
+        struct fsm_attr a;
+        if (fsmeta_getattr(b->fs->st->meta, ino, &a) == 0) sb.st_mode = a.mode;
+        need = fuse_add_direntry(b->req, b->buf + b->len, room, name, &sb, cookie);
+    } else if (dots) {
+        struct fuse_entry_param e = {.ino = ino};
+        e.attr.st_ino = ino;
+        e.attr.st_mode = S_IFDIR;
+        need = fuse_add_direntry_plus(b->req, b->buf + b->len, room, name, &e, cookie);
+    } else {
+        struct fuse_entry_param e;
+        memset(&e, 0, sizeof e);
+        int rc = get_stat(b->fs, ino, &e.attr);
+        if (rc < 0) return 0; /* vanished meanwhile: skip it */
+        e.ino = ino;
+        e.attr_timeout = e.entry_timeout = b->fs->timeout;
+        need = fuse_add_direntry_plus(b->req, b->buf + b->len, room, name, &e, cookie);
+        if (need <= room && make_entry(b->fs, ino, &e) < 0) return 1;
+    }
+    if (need > room) return 1;
+    b->len += need;
+    return 0;
+}
+
+static int dirent_cb(void *ctx, int64_t cookie, const char *name, uint64_t ino)
+{
+    return add_dirent(ctx, name, ino, cookie + 2);
+}
+
+static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, int plus)
+{
+    struct fs *fs = FS(req);
+    struct dirbuf b = {req, fs, malloc(size), size, 0, plus, 0};
+    if (!b.buf) {
+        fuse_reply_err(req, ENOMEM);
+        return;
+    }
+    uint64_t parent = ino;
+    char name[NAME_MAX + 1];
+    if (ino != FSMETA_ROOT_INO) fsmeta_name_of(fs->st->meta, ino, &parent, name, sizeof name);
+    int full = 0, rc = 0;
+    if (off < 1) full = add_dirent(&b, ".", ino, 1);
+    if (!full && off < 2) full = add_dirent(&b, "..", parent, 2);
+    if (!full) rc = fsmeta_readdir(fs->st->meta, ino, off > 2 ? off - 2 : 0, dirent_cb, &b);
+    if (rc < 0) fuse_reply_err(req, -rc); else fuse_reply_buf(req, b.buf, b.len);
+    free(b.buf);
+}
+
+static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                       struct fuse_file_info *fi)
+{
+    (void)fi;
+    do_readdir(req, ino, size, off, 0);
+}
+
+static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                           struct fuse_file_info *fi)
+{
+    (void)fi;
+    do_readdir(req, ino, size, off, 1);
+}
+
+static void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
+                        struct fuse_file_info *fi)
+{
+    (void)ino, (void)datasync, (void)fi;
+    fuse_reply_err(req, -fsmeta_sync(FS(req)->st->meta));
+}
+
+static void op_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+    (void)ino;
+    struct statvfs sv;
+    if (fstatvfs(FS(req)->st->dirfd, &sv) < 0) {
+        fuse_reply_err(req, errno);
+        return;
+    }
+    sv.f_namemax = NAME_MAX;
+    fuse_reply_statfs(req, &sv);
+}
+
+/* Which xattr namespaces we store; system.* (ACLs) is not supported. */
+static int xattr_name_ok(fsmeta *m, uint64_t ino, const char *name)
+{
+    if (strncmp(name, "user.", 5) == 0) {
+        struct fsm_attr a;
+        CK_TRY(fsmeta_getattr(m, ino, &a));
+        return S_ISREG(a.mode) || S_ISDIR(a.mode) ? 0 : -EPERM;
+    }
+    if (strncmp(name, "trusted.", 8) == 0 || strncmp(name, "security.", 9) == 0) return 0;
+    return -EOPNOTSUPP;
+}
+
+static int touch_ctime(fsmeta *m, uint64_t ino)
+{
+    struct fsm_attr a;
+    CK_TRY(fsmeta_getattr(m, ino, &a));
+    a.ctime = ck_now_ns();
+    return fsmeta_setattr(m, &a);
+}
+
+static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+                        const char *value, size_t size, int flags)
+{
+    fsmeta *m = FS(req)->st->meta;
+    int rc = xattr_name_ok(m, ino, name);
+    int f = (flags & XATTR_CREATE ? FSMETA_XATTR_CREATE : 0) |
+            (flags & XATTR_REPLACE ? FSMETA_XATTR_REPLACE : 0);
+    if (rc == 0) rc = fsmeta_begin(m, 0);
+    if (rc == 0) {
+        rc = fsmeta_xattr_set(m, ino, name, value, size, f);
+        if (rc == 0) rc = touch_ctime(m, ino);
+        rc = end_txn(m, rc);
+    }
+    fuse_reply_err(req, -rc);
+}
+
+/* Reply to a get/list xattr call: size 0 asks for the length only. */
+static void reply_xattr(fuse_req_t req, size_t size, int rc, const char *buf)
+{
+    if (rc < 0) fuse_reply_err(req, -rc);
+    else if (size == 0) fuse_reply_xattr(req, (size_t)rc);
+    else fuse_reply_buf(req, buf, (size_t)rc);
+}
+
+static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+    char *buf = size ? malloc(size) : NULL;
+    int rc = size && !buf ? -ENOMEM : fsmeta_xattr_get(FS(req)->st->meta, ino, name, buf, size);
+    reply_xattr(req, size, rc, buf);
+    free(buf);
+}
+
+static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+    char *buf = size ? malloc(size) : NULL;
+    int rc = size && !buf ? -ENOMEM : fsmeta_xattr_list(FS(req)->st->meta, ino, buf, size);
+    reply_xattr(req, size, rc, buf);
+    free(buf);
+}
+
+static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+    fsmeta *m = FS(req)->st->meta;
+    int rc = fsmeta_begin(m, 0);
+    if (rc == 0) {
+        rc = fsmeta_xattr_remove(m, ino, name);
+        if (rc == 0) rc = touch_ctime(m, ino);
+        rc = end_txn(m, rc);
+    }
+    fuse_reply_err(req, -rc);
+}
+
+static void op_access(fuse_req_t req, fuse_ino_t ino, int mask)
+{
+    struct fsm_attr a;
+    int rc = fsmeta_getattr(FS(req)->st->meta, ino, &a);
+    const struct fuse_ctx *c = fuse_req_ctx(req);
+    if (rc == 0 && mask != F_OK) {
+        unsigned bits;
+        if (c->uid == 0)
+            bits = 06 | ((a.mode & 0111) || S_ISDIR(a.mode) ? 01 : 0);
+        else if (c->uid == a.uid)
+            bits = (a.mode >> 6) & 7;
+        else if (in_group(req, a.gid))
+            bits = (a.mode >> 3) & 7;
+        else
+            bits = a.mode & 7;
+        if ((unsigned)mask & ~bits & 7) rc = -EACCES;
+    }
+    fuse_reply_err(req, -rc);
+}
+
+static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len,
+                         struct fuse_file_info *fi)
+{
+    (void)ino;
+    struct fs *fs = FS(req);
+    int rc = 0;
+    if (mode & ~FALLOC_FL_KEEP_SIZE) rc = -EOPNOTSUPP;
+    else if (off < 0 || len <= 0) rc = -EINVAL;
+    struct stat sb;
+    if (rc == 0 && !(mode & FALLOC_FL_KEEP_SIZE)) rc = get_stat(fs, ino, &sb);
+    /* Storage is allocated on write (compressed); only the size can grow here. */
+    if (rc == 0 && !(mode & FALLOC_FL_KEEP_SIZE) && off + len > sb.st_size)
+        rc = ingest_truncate(fs->st, NODE(fi), (uint64_t)(off + len));
+    fuse_reply_err(req, -rc);
+}
+
+const struct fuse_lowlevel_ops fs_ops = {
+    .init = op_init,
+    .destroy = op_destroy,
+    .lookup = op_lookup,
+    .forget = op_forget,
+    .forget_multi = op_forget_multi,
+    .getattr = op_getattr,
+    .setattr = op_setattr,
+    .readlink = op_readlink,
+    .mknod = op_mknod,
+    .mkdir = op_mkdir,
+    .symlink = op_symlink,
+    .unlink = op_unlink,
+    .rmdir = op_rmdir,
+    .rename = op_rename,
+    .link = op_link,
+    .open = op_open,
+    .create = op_create,
+    .read = op_read,
+    .write = op_write,
+    .flush = op_flush,
+    .release = op_release,
+    .fsync = op_fsync,
+    .opendir = op_opendir,
+    .readdir = op_readdir,
+    .readdirplus = op_readdirplus,
+    .fsyncdir = op_fsyncdir,
+    .statfs = op_statfs,
+    .setxattr = op_setxattr,
+    .getxattr = op_getxattr,
+    .listxattr = op_listxattr,
+    .removexattr = op_removexattr,
+    .access = op_access,
+    .fallocate = op_fallocate,
+};
+
+/* Link a recovered body whose inode is gone under /lost+found. */
+static int lost_found(struct fs *fs, uint64_t *ino)
+{
+    fsmeta *m = fs->st->meta;
+    uint64_t dir;
+    int64_t now = ck_now_ns();
+    char name[32];
+    snprintf(name, sizeof name, "recovered-%lld", (long long)now);
+    CK_TRY(fsmeta_begin(m, 0));
+    int rc = fsmeta_lookup(m, FSMETA_ROOT_INO, "lost+found", &dir);
+    struct fsm_attr a = {.uid = 0, .gid = 0, .atime = now, .mtime = now, .ctime = now};
+    struct fsm_attr root;
+    if (rc == -ENOENT) {
+        a.mode = S_IFDIR | 0700;
+        a.nlink = 2;
+        rc = fsmeta_mkinode(m, &a, NULL, 0);
+        if (rc == 0) rc = fsmeta_link(m, FSMETA_ROOT_INO, "lost+found", dir = a.ino);
+        if (rc == 0) rc = fsmeta_getattr(m, FSMETA_ROOT_INO, &root);
+        touch_dir(&root, 1);
+        if (rc == 0) rc = fsmeta_setattr(m, &root);
+    }
+    a.mode = S_IFREG | 0600;
+    a.nlink = 1;
+    if (rc == 0) rc = fsmeta_mkinode(m, &a, NULL, 0);
+    if (rc == 0) rc = fsmeta_link(m, dir, name, a.ino);
+    CK_TRY(end_txn(m, rc));
+    *ino = a.ino;
+    return 0;
+}
+
+static int recover_one(struct fs *fs, uint64_t ino)
+{
+    int fd = store_stage_open(fs->st, ino, 0);
+    if (fd < 0) return fd;
+    struct fsm_attr a;
+    uint64_t target = ino;
+    if (fsmeta_getattr(fs->st->meta, ino, &a) < 0 || a.nlink == 0 || !S_ISREG(a.mode)) {
+        int rc = lost_found(fs, &target);
+        if (rc < 0) {
+            close(fd);
+            return rc;
+        }
+        ck_log(CK_LOG_WARN, "staging body of deleted inode %llu moved to /lost+found",
+               (unsigned long long)ino);
+    }
+    struct node *n = node_pin(fs->nodes, target);
+    if (!n) {
+        close(fd);
+        return -ENOMEM;
+    }
+    int rc = ingest_adopt_stage(fs->st, n, fd);
+    if (rc == 0 && target != ino) store_stage_remove(fs->st, ino);
+    unpin(fs, n);
+    return rc;
+}
+
+int fs_recover(struct fs *fs)
+{
+    int dfd = dup(fs->st->stagefd);
+    DIR *d = dfd < 0 ? NULL : fdopendir(dfd);
+    if (!d) return -errno;
+    int rc = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        char *end;
+        unsigned long long ino = strtoull(e->d_name, &end, 10);
+        if (e->d_name[0] == '.' || *end) continue;
+        int r = recover_one(fs, ino);
+        ck_log(r < 0 ? CK_LOG_ERR : CK_LOG_INFO, "recovering staged inode %llu: %s", ino,
+               r < 0 ? strerror(-r) : "done");
+        if (r < 0 && rc == 0) rc = r;
+    }
+    closedir(d);
+    uint64_t purged;
+    int r = fsmeta_purge_orphans(fs->st->meta, &purged);
+    return rc < 0 ? rc : r;
+}

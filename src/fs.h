@@ -1,0 +1,29 @@
+/*
+** fs.h: the FUSE low-level operations of a mounted store.
+**
+** Every operation translates the kernel request into metadata transactions
+** (fsmeta) and file content calls (ingest), and answers with the errno they
+** return. Namespace changes commit at once; file content commits on close
+** and fsync (ingest.h).
+*/
+#ifndef CKPT_FS_H
+#define CKPT_FS_H
+
+#define FUSE_USE_VERSION 314
+#include <fuse_lowlevel.h>
+
+#include "node.h"
+#include "store.h"
+
+struct fs {
+    struct store *st;
+    node_table *nodes;
+    double timeout; /* attribute and entry cache, seconds */
+};
+
+extern const struct fuse_lowlevel_ops fs_ops;
+
+/* Bring back file bodies a crash left in STORE/staging (before serving). */
+int fs_recover(struct fs *fs);
+
+#endif

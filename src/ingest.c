@@ -1,0 +1,435 @@
+/*
+** ingest.c: per-file write state and commits (see ingest.h).
+**
+** Locks: n->mu is held by every entry point for its whole duration; n->cmu
+** only around the fields workers share (inflight, pend, err). Writers may
+** block in pool_submit while holding n->mu: workers never take n->mu.
+*/
+#include "ingest.h"
+#include "common.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+struct job {
+    struct store *st;
+    struct node *n;
+    uint8_t *raw;
+    size_t len;
+    size_t idx;
+};
+
+static void encode_job(void *arg)
+{
+    struct job *j = arg;
+    struct fsm_extent e = {0};
+    int rc = 0;
+    if (!ck_is_zero(j->raw, j->len)) rc = store_put_block(j->st, j->raw, j->len, &e.c);
+    struct node *n = j->n;
+    pthread_mutex_lock(&n->cmu);
+    if (rc < 0 && n->err == 0) n->err = rc;
+    n->pend[j->idx].c = e.c; /* raw_len 0 marks an all-zero block: a hole */
+    n->inflight--;
+    pthread_cond_broadcast(&n->ccv);
+    pthread_mutex_unlock(&n->cmu);
+    free(j->raw);
+    free(j);
+}
+
+/* Queue raw (malloc'd, ownership passes) as the block at file offset off. */
+static int submit_block(struct store *st, struct node *n, uint8_t *raw, size_t len,
+                        uint64_t off)
+{
+    struct job *j = malloc(sizeof *j);
+    pthread_mutex_lock(&n->cmu);
+    if (j && n->npend == n->pend_cap) {
+        size_t cap = n->pend_cap ? 2 * n->pend_cap : 64;
+        struct fsm_extent *p = realloc(n->pend, cap * sizeof *p);
+        if (p) n->pend = p, n->pend_cap = cap;
+    }
+    int ok = j && n->npend < n->pend_cap;
+    if (ok) {
+        *j = (struct job){st, n, raw, len, n->npend};
+        n->pend[n->npend++] = (struct fsm_extent){.file_off = off};
+        n->inflight++;
+    }
+    pthread_mutex_unlock(&n->cmu);
+    if (!ok) {
+        free(j);
+        free(raw);
+        return -ENOMEM;
+    }
+    int rc = pool_submit(st->workers, encode_job, j);
+    if (rc < 0) encode_job(j); /* pool stopping: encode here */
+    return 0;
+}
+
+/* Wait for the workers; return (and keep) the first error they met. */
+static int settle(struct node *n)
+{
+    pthread_mutex_lock(&n->cmu);
+    while (n->inflight > 0) pthread_cond_wait(&n->ccv, &n->cmu);
+    int rc = n->err;
+    pthread_mutex_unlock(&n->cmu);
+    return rc;
+}
+
+static int load_committed(struct store *st, struct node *n)
+{
+    if (n->loaded) return 0;
+    struct fsm_attr a;
+    CK_TRY(fsmeta_getattr(st->meta, n->ino, &a));
+    CK_TRY(fsmeta_extents(st->meta, n->ino, &n->ext, &n->next));
+    n->csize = a.size;
+    n->loaded = 1;
+    return 0;
+}
+
+/* Copy [off, off+len) of a file made of extents (sorted, holes between them)
+** into buf. */
+static int read_extents(struct store *st, const struct fsm_extent *ext, size_t next,
+                        uint8_t *buf, size_t len, uint64_t off)
+{
+    size_t lo = 0, hi = next; /* first extent ending after off */
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (ext[mid].file_off + ext[mid].c.raw_len <= off) lo = mid + 1; else hi = mid;
+    }
+    uint64_t end = off + len;
+    memset(buf, 0, len);
+    for (size_t i = lo; i < next && ext[i].file_off < end; i++) {
+        const struct fsm_extent *e = &ext[i];
+        if (e->c.raw_len == 0) continue;
+        uint64_t a = CK_MAX(off, e->file_off);
+        uint64_t b = CK_MIN(end, e->file_off + e->c.raw_len);
+        if (a >= b) continue;
+        CK_TRY(store_read_block(st, &e->c, a - e->file_off, b - a, buf + (a - off)));
+    }
+    return 0;
+}
+
+static void drop_stream(struct node *n)
+{
+    free(n->tail);
+    n->tail = NULL;
+    n->tail_len = 0;
+    n->npend = 0;
+    n->send = 0;
+}
+
+/* Move the current body of n into a fresh staging file. */
+static int to_stage(struct store *st, struct node *n)
+{
+    CK_TRY(settle(n));
+    int fd = store_stage_open(st, n->ino, 1);
+    if (fd < 0) return fd;
+    uint8_t *buf = malloc(st->o.block_size);
+    int rc = buf ? 0 : -ENOMEM;
+    const struct fsm_extent *ext = n->mode == NODE_STREAM ? n->pend : n->ext;
+    size_t cnt = n->mode == NODE_STREAM ? n->npend : n->next;
+    for (size_t i = 0; rc == 0 && i < cnt; i++) {
+        if (ext[i].c.raw_len == 0) continue;
+        rc = store_read_block(st, &ext[i].c, 0, ext[i].c.raw_len, buf);
+        if (rc == 0) rc = ck_pwrite_full(fd, buf, ext[i].c.raw_len, ext[i].file_off);
+    }
+    if (rc == 0 && n->mode == NODE_STREAM && n->tail_len)
+        rc = ck_pwrite_full(fd, n->tail, n->tail_len, n->send - n->tail_len);
+    if (rc == 0 && ftruncate(fd, (off_t)n->size) < 0) rc = -errno;
+    free(buf);
+    if (rc < 0) {
+        close(fd);
+        store_stage_remove(st, n->ino);
+        return rc;
+    }
+    drop_stream(n);
+    n->stage_fd = fd;
+    n->mode = NODE_STAGE;
+    return 0;
+}
+
+/* Enter a write mode from CLEAN: carry the committed size and times over. */
+static int leave_clean(struct store *st, struct node *n)
+{
+    CK_TRY(load_committed(st, n));
+    struct fsm_attr a;
+    CK_TRY(fsmeta_getattr(st->meta, n->ino, &a));
+    n->size = n->csize;
+    n->mtime = a.mtime;
+    n->ctime = a.ctime;
+    drop_stream(n);
+    if (n->csize > 0) return to_stage(st, n); /* copies the committed extents */
+    n->mode = NODE_STREAM;
+    return 0;
+}
+
+static int stream_append(struct store *st, struct node *n, const uint8_t *buf, size_t len)
+{
+    size_t bs = st->o.block_size;
+    while (len > 0) {
+        if (!n->tail && !(n->tail = malloc(bs))) return -ENOMEM;
+        size_t take = CK_MIN(len, bs - n->tail_len);
+        memcpy(n->tail + n->tail_len, buf, take);
+        n->tail_len += take;
+        n->send += take;
+        buf += take;
+        len -= take;
+        if (n->tail_len == bs) {
+            uint8_t *full = n->tail;
+            n->tail = NULL;
+            n->tail_len = 0;
+            CK_TRY(submit_block(st, n, full, bs, n->send - bs));
+        }
+    }
+    n->size = CK_MAX(n->size, n->send);
+    return 0;
+}
+
+/* Staging lives on the store's disk: keep the metadata reserve free there too. */
+static int stage_space(struct store *st, size_t len)
+{
+    struct statvfs sv;
+    if (fstatvfs(st->stagefd, &sv) < 0) return -errno;
+    return (uint64_t)sv.f_bavail * sv.f_frsize < len + st->o.reserve_bytes ? -ENOSPC : 0;
+}
+
+static int write_locked(struct store *st, struct node *n, const void *buf, size_t len,
+                        uint64_t off)
+{
+    CK_TRY(settle(n));
+    if (n->mode == NODE_CLEAN) CK_TRY(leave_clean(st, n));
+    if (n->mode == NODE_STREAM && off != n->send) CK_TRY(to_stage(st, n));
+    if (n->mode == NODE_STREAM) {
+        CK_TRY(stream_append(st, n, buf, len));
+    } else {
+        if (off + len > n->size) CK_TRY(stage_space(st, len));
+        CK_TRY(ck_pwrite_full(n->stage_fd, buf, len, off));
+        n->size = CK_MAX(n->size, off + len);
+    }
+    n->dirty = 1;
+    n->mtime = n->ctime = ck_now_ns();
+    return 0;
+}
+
+int ingest_write(struct store *st, struct node *n, const void *buf, size_t len,
+                 uint64_t off)
+{
+    pthread_mutex_lock(&n->mu);
+    int rc = write_locked(st, n, buf, len, off);
+    pthread_mutex_unlock(&n->mu);
+    return rc;
+}
+
+static int truncate_locked(struct store *st, struct node *n, uint64_t size)
+{
+    CK_TRY(settle(n));
+    if (n->mode == NODE_CLEAN && size == 0) {
+        CK_TRY(load_committed(st, n));
+        n->mode = NODE_STREAM;
+    } else if (n->mode == NODE_CLEAN) {
+        CK_TRY(leave_clean(st, n));
+    }
+    if (size == 0) {
+        /* Nothing survives: start a fresh stream (O_TRUNC, the trainers' case). */
+        if (n->mode == NODE_STAGE) {
+            close(n->stage_fd);
+            n->stage_fd = -1;
+            store_stage_remove(st, n->ino);
+        }
+        drop_stream(n);
+        n->mode = NODE_STREAM;
+    } else if (n->mode == NODE_STREAM && size < n->send) {
+        CK_TRY(to_stage(st, n));
+    }
+    if (n->mode == NODE_STAGE && ftruncate(n->stage_fd, (off_t)size) < 0) return -errno;
+    n->size = size;
+    n->dirty = 1;
+    n->mtime = n->ctime = ck_now_ns();
+    return 0;
+}
+
+int ingest_truncate(struct store *st, struct node *n, uint64_t size)
+{
+    pthread_mutex_lock(&n->mu);
+    int rc = truncate_locked(st, n, size);
+    pthread_mutex_unlock(&n->mu);
+    return rc;
+}
+
+/* Queue every block of the staging file for encoding. */
+static int stage_encode(struct store *st, struct node *n)
+{
+    size_t bs = st->o.block_size;
+    n->npend = 0;
+    for (uint64_t off = 0; off < n->size; off += bs) {
+        size_t len = (size_t)CK_MIN((uint64_t)bs, n->size - off);
+        uint8_t *raw = malloc(len);
+        if (!raw) return -ENOMEM;
+        ssize_t got = pread(n->stage_fd, raw, len, (off_t)off);
+        if (got < 0) {
+            free(raw);
+            return -errno;
+        }
+        memset(raw + got, 0, len - (size_t)got); /* past the staging end: zeros */
+        CK_TRY(submit_block(st, n, raw, len, off));
+    }
+    return 0;
+}
+
+/* Collect the extents to commit: finished blocks plus the stream tail. */
+static int gather(struct store *st, struct node *n, struct fsm_extent **out, size_t *cnt)
+{
+    struct fsm_extent *v = malloc((n->npend + 1) * sizeof *v);
+    if (!v) return -ENOMEM;
+    size_t k = 0;
+    for (size_t i = 0; i < n->npend; i++)
+        if (n->pend[i].c.raw_len) v[k++] = n->pend[i];
+    int rc = 0;
+    if (n->mode == NODE_STREAM && n->tail_len && !ck_is_zero(n->tail, n->tail_len)) {
+        v[k].file_off = n->send - n->tail_len;
+        rc = store_put_block(st, n->tail, n->tail_len, &v[k].c);
+        k++;
+    }
+    if (rc == 0) rc = store_sync_extents(st, v, k);
+    if (rc < 0) {
+        free(v);
+        return rc;
+    }
+    *out = v;
+    *cnt = k;
+    return 0;
+}
+
+static int commit_dirty(struct store *st, struct node *n, int durable)
+{
+    if (n->mode == NODE_STAGE) CK_TRY(stage_encode(st, n));
+    CK_TRY(settle(n));
+    struct fsm_extent *v;
+    size_t k;
+    CK_TRY(gather(st, n, &v, &k));
+    int rc = fsmeta_begin(st->meta, durable);
+    if (rc == 0) {
+        rc = fsmeta_set_content(st->meta, n->ino, v, k, n->size, n->mtime, n->ctime);
+        if (rc == 0) rc = fsmeta_commit(st->meta); else fsmeta_rollback(st->meta);
+    }
+    if (rc < 0) {
+        free(v);
+        return rc;
+    }
+    /* Blocks now have chunk ids: a later commit of the same stream reuses them. */
+    for (size_t i = 0, j = 0; i < n->npend && j < k; i++)
+        if (n->pend[i].c.raw_len) n->pend[i].c.id = v[j++].c.id;
+    free(n->ext);
+    n->ext = v;
+    n->next = k;
+    n->csize = n->size;
+    n->loaded = 1;
+    n->dirty = 0;
+    return 0;
+}
+
+int ingest_commit(struct store *st, struct node *n, int durable, int final)
+{
+    pthread_mutex_lock(&n->mu);
+    int rc = 0;
+    if (n->mode != NODE_CLEAN && n->dirty)
+        rc = commit_dirty(st, n, durable);
+    else if (durable)
+        rc = fsmeta_sync(st->meta); /* an earlier commit may not be durable yet */
+    if (n->mode != NODE_CLEAN && final) {
+        settle(n);
+        if (rc < 0)
+            ck_log(CK_LOG_ERR, "inode %llu: commit failed (%s)%s",
+                   (unsigned long long)n->ino, strerror(-rc),
+                   n->mode == NODE_STAGE ? "; staging kept for recovery at next mount"
+                                         : "; unsaved writes dropped");
+        if (n->mode == NODE_STAGE) {
+            close(n->stage_fd);
+            n->stage_fd = -1;
+            if (rc == 0) store_stage_remove(st, n->ino);
+        }
+        drop_stream(n);
+        pthread_mutex_lock(&n->cmu);
+        n->err = 0;
+        pthread_mutex_unlock(&n->cmu);
+        n->mode = NODE_CLEAN;
+        n->dirty = 0;
+        if (rc < 0) n->loaded = 0; /* reload what is really committed */
+    }
+    pthread_mutex_unlock(&n->mu);
+    return rc;
+}
+
+static int read_locked(struct store *st, struct node *n, uint8_t *buf, size_t len,
+                       uint64_t off, size_t *got)
+{
+    CK_TRY(settle(n));
+    if (n->mode == NODE_CLEAN) CK_TRY(load_committed(st, n));
+    uint64_t size = n->mode == NODE_CLEAN ? n->csize : n->size;
+    *got = off >= size ? 0 : (size_t)CK_MIN((uint64_t)len, size - off);
+    if (*got == 0) return 0;
+    if (n->mode == NODE_CLEAN) return read_extents(st, n->ext, n->next, buf, *got, off);
+    if (n->mode == NODE_STAGE) {
+        ssize_t r = pread(n->stage_fd, buf, *got, (off_t)off);
+        if (r < 0) return -errno;
+        memset(buf + r, 0, *got - (size_t)r);
+        return 0;
+    }
+    CK_TRY(read_extents(st, n->pend, n->npend, buf, *got, off));
+    uint64_t tstart = n->send - n->tail_len, end = off + *got;
+    uint64_t a = CK_MAX(off, tstart), b = CK_MIN(end, n->send);
+    if (a < b) memcpy(buf + (a - off), n->tail + (a - tstart), b - a);
+    return 0;
+}
+
+int ingest_read(struct store *st, struct node *n, void *buf, size_t len,
+                uint64_t off, size_t *got)
+{
+    pthread_mutex_lock(&n->mu);
+    int rc = read_locked(st, n, buf, len, off, got);
+    pthread_mutex_unlock(&n->mu);
+    return rc;
+}
+
+int ingest_overlay(struct node *n, uint64_t *size, int64_t *mtime, int64_t *ctime)
+{
+    pthread_mutex_lock(&n->mu);
+    int dirty = n->mode != NODE_CLEAN;
+    if (dirty) {
+        *size = n->size;
+        *mtime = n->mtime;
+        *ctime = n->ctime;
+    }
+    pthread_mutex_unlock(&n->mu);
+    return dirty;
+}
+
+void ingest_set_times(struct node *n, int64_t mtime, int64_t ctime)
+{
+    pthread_mutex_lock(&n->mu);
+    if (n->mode != NODE_CLEAN) {
+        n->mtime = mtime;
+        n->ctime = ctime;
+    }
+    pthread_mutex_unlock(&n->mu);
+}
+
+int ingest_adopt_stage(struct store *st, struct node *n, int fd)
+{
+    struct stat sb;
+    if (fstat(fd, &sb) < 0) {
+        close(fd);
+        return -errno;
+    }
+    pthread_mutex_lock(&n->mu);
+    n->mode = NODE_STAGE;
+    n->stage_fd = fd;
+    n->size = (uint64_t)sb.st_size;
+    n->mtime = (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec;
+    n->ctime = ck_now_ns();
+    n->dirty = 1;
+    pthread_mutex_unlock(&n->mu);
+    return ingest_commit(st, n, 1, 1);
+}

@@ -1,0 +1,47 @@
+/*
+** ingest.h: the write path of one file, from FUSE writes to a commit.
+**
+** A file being written is in one of three modes (node.h):
+**
+**   CLEAN   nothing pending; reads come from the committed extents.
+**   STREAM  written from empty by sequential appends, as trainers write. Each
+**           full block goes to the worker pool to be encoded and appended to
+**           a pack as it arrives, so the data reaches disk once. Extending the
+**           size (ftruncate up) leaves a hole the appends may keep filling.
+**   STAGE   any other write (random offsets, overwrite, truncate down) moves
+**           the whole body into STORE/staging/<ino>; it is encoded at commit.
+**
+** A commit (on fsync, on close, or on truncate of a file nobody has open)
+** waits for the workers, makes the pack records durable, then replaces the
+** file's content in one metadata transaction: the single commit point. Only
+** then is the staging file removed. If a commit fails, the staging file is
+** kept and recovered at the next mount; nothing committed is ever lost.
+**
+** Memory: each writing file holds one block of tail; the pool queue holds at
+** most 2 blocks per worker and blocks writers when full (backpressure).
+*/
+#ifndef CKPT_INGEST_H
+#define CKPT_INGEST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "node.h"
+#include "store.h"
+
+int ingest_write(struct store *st, struct node *n, const void *buf, size_t len,
+                 uint64_t off);
+int ingest_truncate(struct store *st, struct node *n, uint64_t size);
+/* final: the last writer closed; drop the write state after committing. */
+int ingest_commit(struct store *st, struct node *n, int durable, int final);
+/* Read up to len bytes at off; *got is the count (short only at end of file). */
+int ingest_read(struct store *st, struct node *n, void *buf, size_t len,
+                uint64_t off, size_t *got);
+/* While n has uncommitted changes: its size and times (returns 1). */
+int ingest_overlay(struct node *n, uint64_t *size, int64_t *mtime, int64_t *ctime);
+/* Times set by utimens must survive the next commit of a dirty file. */
+void ingest_set_times(struct node *n, int64_t mtime, int64_t ctime);
+/* Take a staging file left by a crash as n's new content and commit it. */
+int ingest_adopt_stage(struct store *st, struct node *n, int fd);
+
+#endif

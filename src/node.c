@@ -1,0 +1,131 @@
+/*
+** node.c: the table of in-memory inodes (see node.h).
+*/
+#include "node.h"
+#include "common.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define NBUCKET 4096
+
+struct node_table {
+    pthread_mutex_t mu;
+    struct node *bucket[NBUCKET];
+};
+
+int node_table_create(node_table **out)
+{
+    node_table *t = calloc(1, sizeof *t);
+    if (!t) return -ENOMEM;
+    pthread_mutex_init(&t->mu, NULL);
+    *out = t;
+    return 0;
+}
+
+static void node_free(struct node *n)
+{
+    if (n->stage_fd >= 0) close(n->stage_fd);
+    free(n->ext);
+    free(n->tail);
+    free(n->pend);
+    pthread_mutex_destroy(&n->mu);
+    pthread_mutex_destroy(&n->cmu);
+    pthread_cond_destroy(&n->ccv);
+    free(n);
+}
+
+void node_table_destroy(node_table *t)
+{
+    if (!t) return;
+    for (int i = 0; i < NBUCKET; i++)
+        for (struct node *n = t->bucket[i], *nx; n; n = nx) {
+            nx = n->hnext;
+            node_free(n);
+        }
+    pthread_mutex_destroy(&t->mu);
+    free(t);
+}
+
+static struct node **slot(node_table *t, uint64_t ino)
+{
+    struct node **p = &t->bucket[(ino * 0x9E3779B97F4A7C15ull) >> 52];
+    while (*p && (*p)->ino != ino) p = &(*p)->hnext;
+    return p;
+}
+
+struct node *node_pin(node_table *t, uint64_t ino)
+{
+    pthread_mutex_lock(&t->mu);
+    struct node **p = slot(t, ino);
+    struct node *n = *p;
+    if (!n && (n = calloc(1, sizeof *n)) != NULL) {
+        n->ino = ino;
+        n->stage_fd = -1;
+        pthread_mutex_init(&n->mu, NULL);
+        pthread_mutex_init(&n->cmu, NULL);
+        pthread_cond_init(&n->ccv, NULL);
+        *p = n;
+    }
+    if (n) n->pins++;
+    pthread_mutex_unlock(&t->mu);
+    return n;
+}
+
+struct node *node_find(node_table *t, uint64_t ino)
+{
+    pthread_mutex_lock(&t->mu);
+    struct node *n = *slot(t, ino);
+    if (n) n->pins++;
+    pthread_mutex_unlock(&t->mu);
+    return n;
+}
+
+unsigned node_add(node_table *t, struct node *n, int64_t dlookup, int dopen, int dwriters)
+{
+    pthread_mutex_lock(&t->mu);
+    n->nlookup = (uint64_t)((int64_t)n->nlookup + dlookup);
+    n->nopen = (unsigned)((int)n->nopen + dopen);
+    n->nwriters = (unsigned)((int)n->nwriters + dwriters);
+    unsigned w = n->nwriters;
+    pthread_mutex_unlock(&t->mu);
+    return w;
+}
+
+int node_unpin(node_table *t, struct node *n)
+{
+    pthread_mutex_lock(&t->mu);
+    int gone = --n->pins == 0 && n->nlookup == 0 && n->nopen == 0;
+    if (gone) *slot(t, n->ino) = n->hnext;
+    pthread_mutex_unlock(&t->mu);
+    if (gone) node_free(n);
+    return gone;
+}
+
+void node_foreach(node_table *t, void (*fn)(struct node *n, void *ctx), void *ctx)
+{
+    /* Collect inos first, then visit each pinned, so fn may take other locks. */
+    size_t cap = 64, len = 0;
+    uint64_t *inos = malloc(cap * sizeof *inos);
+    if (!inos) return;
+    pthread_mutex_lock(&t->mu);
+    for (int i = 0; i < NBUCKET; i++)
+        for (struct node *n = t->bucket[i]; n; n = n->hnext) {
+            if (len == cap) {
+                uint64_t *ni = realloc(inos, 2 * cap * sizeof *ni);
+                if (!ni) break;
+                inos = ni;
+                cap *= 2;
+            }
+            inos[len++] = n->ino;
+        }
+    pthread_mutex_unlock(&t->mu);
+    for (size_t i = 0; i < len; i++) {
+        struct node *n = node_find(t, inos[i]);
+        if (!n) continue;
+        fn(n, ctx);
+        node_unpin(t, n);
+    }
+    free(inos);
+}

@@ -1,0 +1,76 @@
+/*
+** node.h: in-memory inodes: kernel reference counts and write state.
+**
+** A node exists while the kernel holds references to the inode (lookup
+** count), while it has open handles, or while an operation has it pinned.
+** When the last of these goes, node_unref reports it so the caller can
+** delete an inode that was unlinked while in use.
+**
+** The write state (mode and the fields after it) belongs to ingest.c and is
+** guarded by mu; inflight, pend and err are also touched by compression
+** workers and are guarded by cmu.
+*/
+#ifndef CKPT_NODE_H
+#define CKPT_NODE_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "../fsmeta/fsmeta.h"
+
+enum node_mode {
+    NODE_CLEAN,  /* content is what meta.db says */
+    NODE_STREAM, /* appended sequentially from empty: blocks go straight to packs */
+    NODE_STAGE,  /* whole body in STORE/staging/<ino> */
+};
+
+struct node {
+    uint64_t ino;
+    struct node *hnext;
+    /* guarded by the table lock */
+    uint64_t nlookup;
+    unsigned nopen, nwriters, pins;
+
+    pthread_mutex_t mu;
+    /* committed content, cached for reads (loaded on first use) */
+    int loaded;
+    uint64_t csize;
+    struct fsm_extent *ext;
+    size_t next;
+
+    enum node_mode mode;
+    int dirty;             /* changes since the last commit */
+    uint64_t size;         /* current size while not clean */
+    int64_t mtime, ctime;  /* times of the last change while not clean */
+    int stage_fd;          /* NODE_STAGE */
+    uint64_t send;         /* NODE_STREAM: bytes appended; [send, size) is a hole */
+    uint8_t *tail;         /* NODE_STREAM: bytes after the last full block */
+    size_t tail_len;
+
+    pthread_mutex_t cmu;
+    pthread_cond_t ccv;
+    unsigned inflight;       /* blocks being encoded */
+    int err;                 /* first error of a worker, reported at next call */
+    struct fsm_extent *pend; /* finished blocks in offset order; raw_len 0: hole */
+    size_t npend, pend_cap;
+};
+
+typedef struct node_table node_table;
+
+int node_table_create(node_table **out);
+void node_table_destroy(node_table *t);
+
+/* Pin the node of ino, creating it if needed. */
+struct node *node_pin(node_table *t, uint64_t ino);
+/* Adjust counters of a pinned node (lookup, open, writers); returns the
+** number of writers left. */
+unsigned node_add(node_table *t, struct node *n, int64_t dlookup, int dopen, int dwriters);
+/* Drop a pin. Returns 1 when the node is gone (no refs of any kind left). */
+int node_unpin(node_table *t, struct node *n);
+/* Node of ino if one exists (pinned), else NULL. */
+struct node *node_find(node_table *t, uint64_t ino);
+
+/* Call fn on every node (pinned during the call). */
+void node_foreach(node_table *t, void (*fn)(struct node *n, void *ctx), void *ctx);
+
+#endif

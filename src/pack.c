@@ -1,0 +1,278 @@
+/*
+** pack.c: append-only pack files (format in pack.h).
+**
+** Appends reserve their byte range under a mutex and write outside it, so
+** several threads fill one pack at once. File descriptors stay open for the
+** life of the packset; a read opens a pack on first use.
+*/
+#include "pack.h"
+#include "common.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/uio.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+static const uint8_t file_magic[8] = {'C', 'K', 'P', 'T', 'P', 'A', 'C', 'K'};
+static const uint8_t rec_magic[4] = {'C', 'K', 'P', 'R'};
+
+struct packset {
+    int dirfd;
+    struct pack_opts o;
+    pthread_mutex_t mu;
+    int *fds;          /* fds[id], -1 when not open */
+    uint32_t nfds;
+    uint32_t max_id;   /* highest id on disk */
+    uint32_t cur;      /* pack taking appends; 0 before the first append */
+    uint64_t cur_end;  /* reserved end of cur */
+};
+
+void pack_rec_encode(const struct pack_rec *r, uint8_t h[PACK_REC_HDR])
+{
+    memset(h, 0, PACK_REC_HDR);
+    memcpy(h, rec_magic, 4);
+    h[4] = PACK_VERSION;
+    h[5] = r->codec;
+    ck_put32(h + 8, r->raw_len);
+    ck_put32(h + 12, r->stored_len);
+    ck_put64(h + 16, r->hash);
+    ck_put32(h + 24, XXH32(h, 24, 0));
+}
+
+int pack_rec_decode(const uint8_t h[PACK_REC_HDR], struct pack_rec *r)
+{
+    if (memcmp(h, rec_magic, 4) != 0 || h[4] != PACK_VERSION) return -EIO;
+    if (ck_get32(h + 24) != XXH32(h, 24, 0)) return -EIO;
+    r->codec = h[5];
+    r->raw_len = ck_get32(h + 8);
+    r->stored_len = ck_get32(h + 12);
+    r->hash = ck_get64(h + 16);
+    return 0;
+}
+
+static void pack_name(uint32_t id, char name[32])
+{
+    snprintf(name, 32, "%08u.pack", id);
+}
+
+int pack_open(const char *dir, const struct pack_opts *o, packset **out)
+{
+    if (!o->readonly && mkdir(dir, 0700) < 0 && errno != EEXIST) return -errno;
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0) return -errno;
+    packset *ps = calloc(1, sizeof *ps);
+    if (!ps) {
+        close(dfd);
+        return -ENOMEM;
+    }
+    ps->dirfd = dfd;
+    ps->o = *o;
+    pthread_mutex_init(&ps->mu, NULL);
+    DIR *d = fdopendir(dup(dfd));
+    if (d) {
+        struct dirent *e;
+        while ((e = readdir(d)) != NULL) {
+            unsigned id;
+            char tail[8];
+            if (sscanf(e->d_name, "%8u.%7s", &id, tail) == 2 &&
+                strcmp(tail, "pack") == 0 && id > ps->max_id)
+                ps->max_id = id;
+        }
+        closedir(d);
+    }
+    *out = ps;
+    return 0;
+}
+
+void pack_close(packset *ps)
+{
+    if (!ps) return;
+    for (uint32_t i = 0; i < ps->nfds; i++)
+        if (ps->fds[i] >= 0) close(ps->fds[i]);
+    free(ps->fds);
+    close(ps->dirfd);
+    pthread_mutex_destroy(&ps->mu);
+    free(ps);
+}
+
+uint32_t pack_max_id(packset *ps) { return ps->max_id; }
+
+/* Slot for id in the fd table, growing it; caller holds mu. */
+static int *fd_slot(packset *ps, uint32_t id)
+{
+    if (id >= ps->nfds) {
+        uint32_t n = ps->nfds ? ps->nfds : 16;
+        while (n <= id) n *= 2;
+        int *f = realloc(ps->fds, n * sizeof *f);
+        if (!f) return NULL;
+        for (uint32_t i = ps->nfds; i < n; i++) f[i] = -1;
+        ps->fds = f;
+        ps->nfds = n;
+    }
+    return &ps->fds[id];
+}
+
+static int get_fd(packset *ps, uint32_t id, int *fd)
+{
+    pthread_mutex_lock(&ps->mu);
+    int *slot = fd_slot(ps, id);
+    int rc = 0;
+    if (!slot) {
+        rc = -ENOMEM;
+    } else if (*slot < 0) {
+        char name[32];
+        pack_name(id, name);
+        *slot = openat(ps->dirfd, name, (ps->o.readonly ? O_RDONLY : O_RDWR) | O_CLOEXEC);
+        if (*slot < 0) rc = errno == ENOENT ? -EIO : -errno;
+    }
+    if (rc == 0) *fd = *slot;
+    pthread_mutex_unlock(&ps->mu);
+    return rc;
+}
+
+/* Create pack max_id+1 with its header and make its name durable; caller holds mu. */
+static int start_pack(packset *ps)
+{
+    uint32_t id = ps->max_id + 1;
+    char name[32];
+    pack_name(id, name);
+    int *slot = fd_slot(ps, id);
+    if (!slot) return -ENOMEM;
+    int fd = openat(ps->dirfd, name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0) return -errno;
+    uint8_t h[PACK_FILE_HDR];
+    memcpy(h, file_magic, 8);
+    ck_put32(h + 8, PACK_VERSION);
+    ck_put32(h + 12, id);
+    int rc = ck_pwrite_full(fd, h, sizeof h, 0);
+    if (rc == 0 && (fsync(fd) < 0 || fsync(ps->dirfd) < 0)) rc = -errno;
+    if (rc < 0) {
+        close(fd);
+        unlinkat(ps->dirfd, name, 0);
+        return rc;
+    }
+    *slot = fd;
+    ps->max_id = ps->cur = id;
+    ps->cur_end = PACK_FILE_HDR;
+    return 0;
+}
+
+static int have_space(int fd, uint64_t need, uint64_t reserve)
+{
+    struct statvfs sv;
+    if (fstatvfs(fd, &sv) < 0) return -errno;
+    uint64_t avail = (uint64_t)sv.f_bavail * sv.f_frsize;
+    return avail < need + reserve ? -ENOSPC : 0;
+}
+
+int pack_append(packset *ps, const struct pack_rec *r, const void *stored,
+                uint32_t *pack_id, uint64_t *off)
+{
+    if (ps->o.readonly) return -EROFS;
+    uint64_t len = PACK_REC_HDR + (uint64_t)r->stored_len;
+    pthread_mutex_lock(&ps->mu);
+    int rc = 0;
+    if (ps->cur == 0 || ps->cur_end + len > ps->o.max_pack_bytes) rc = start_pack(ps);
+    uint32_t id = ps->cur;
+    uint64_t at = ps->cur_end;
+    int fd = rc == 0 ? ps->fds[id] : -1;
+    if (rc == 0) rc = have_space(fd, len, ps->o.reserve_bytes);
+    if (rc == 0) ps->cur_end += len;
+    pthread_mutex_unlock(&ps->mu);
+    if (rc < 0) return rc;
+
+    uint8_t h[PACK_REC_HDR];
+    pack_rec_encode(r, h);
+    struct iovec iov[2] = {{h, sizeof h}, {(void *)stored, r->stored_len}};
+    ssize_t n;
+    do {
+        n = pwritev(fd, iov, 2, (off_t)at);
+    } while (n < 0 && errno == EINTR);
+    if (n < 0) return -errno;
+    if ((uint64_t)n != len) {
+        /* A short write leaves a torn record: finish it or report. */
+        uint8_t *tmp = malloc(len);
+        if (!tmp) return -ENOMEM;
+        memcpy(tmp, h, sizeof h);
+        memcpy(tmp + sizeof h, stored, r->stored_len);
+        rc = ck_pwrite_full(fd, tmp + n, len - (uint64_t)n, at + (uint64_t)n);
+        free(tmp);
+        if (rc < 0) return rc;
+    }
+    *pack_id = id;
+    *off = at;
+    return 0;
+}
+
+int pack_sync(packset *ps, uint32_t id)
+{
+    int fd;
+    CK_TRY(get_fd(ps, id, &fd));
+    return fdatasync(fd) < 0 ? -errno : 0;
+}
+
+int pack_read(packset *ps, uint32_t id, uint64_t off,
+              const struct pack_rec *expect, void *buf)
+{
+    int fd;
+    CK_TRY(get_fd(ps, id, &fd));
+    uint8_t h[PACK_REC_HDR];
+    struct pack_rec got;
+    struct iovec iov[2] = {{h, sizeof h}, {buf, expect->stored_len}};
+    ssize_t n;
+    do {
+        n = preadv(fd, iov, 2, (off_t)off);
+    } while (n < 0 && errno == EINTR);
+    if (n < 0) return -errno;
+    if ((size_t)n != sizeof h + expect->stored_len) return -EIO;
+    if (pack_rec_decode(h, &got) < 0 || got.codec != expect->codec ||
+        got.raw_len != expect->raw_len || got.stored_len != expect->stored_len ||
+        got.hash != expect->hash)
+        return -EIO;
+    return 0;
+}
+
+int pack_size(packset *ps, uint32_t id, uint64_t *size)
+{
+    int fd;
+    CK_TRY(get_fd(ps, id, &fd));
+    struct stat st;
+    if (fstat(fd, &st) < 0) return -errno;
+    *size = (uint64_t)st.st_size;
+    return 0;
+}
+
+int pack_scan(packset *ps, uint32_t id, pack_scan_cb cb, void *ctx,
+              uint64_t *bad_off)
+{
+    int fd;
+    uint64_t size;
+    CK_TRY(get_fd(ps, id, &fd));
+    CK_TRY(pack_size(ps, id, &size));
+    uint8_t h[PACK_FILE_HDR];
+    *bad_off = 0;
+    if (size < PACK_FILE_HDR || ck_pread_full(fd, h, sizeof h, 0) < 0 ||
+        memcmp(h, file_magic, 8) != 0 || ck_get32(h + 12) != id)
+        return -EIO;
+    uint64_t off = PACK_FILE_HDR;
+    while (off < size) {
+        uint8_t rh[PACK_REC_HDR];
+        struct pack_rec r;
+        *bad_off = off;
+        if (size - off < PACK_REC_HDR || ck_pread_full(fd, rh, sizeof rh, off) < 0 ||
+            pack_rec_decode(rh, &r) < 0 ||
+            size - off - PACK_REC_HDR < r.stored_len)
+            return -EIO;
+        int stop = cb(ctx, off, &r);
+        if (stop) return stop < 0 ? stop : 0;
+        off += PACK_REC_HDR + (uint64_t)r.stored_len;
+    }
+    return 0;
+}

@@ -1,0 +1,92 @@
+/*
+** pack.h: append-only pack files of self-describing records.
+**
+** A store keeps its data in STORE/packs/NNNNNNNN.pack (decimal pack id, eight
+** digits). Packs are only ever appended to; a record, once written, does not
+** change. Every record describes itself, so the index in meta.db could be
+** rebuilt by scanning the packs alone.
+**
+** Pack file header, 16 bytes, at offset 0:
+**
+**   0   8  magic "CKPTPACK"
+**   8   4  format version, u32 little-endian (1)
+**   12  4  pack id, u32 little-endian (equals the number in the file name)
+**
+** Record, at any offset >= 16, 32 bytes of header then the stored bytes:
+**
+**   0   4  magic "CKPR"
+**   4   1  format version (1)
+**   5   1  codec id (codec.h)
+**   6   2  reserved, zero
+**   8   4  raw length, u32 little-endian
+**   12  4  stored length, u32 little-endian
+**   16  8  XXH3-64 of the raw bytes, little-endian
+**   24  4  XXH32 (seed 0) of header bytes 0..23, little-endian
+**   28  4  reserved, zero
+**   32  stored-length bytes of payload
+**
+** The header checksum lets a scanner tell a record from garbage left by a
+** torn append; the raw hash catches any corruption of the payload. Records
+** are not padded; the next record starts right after the payload.
+*/
+#ifndef CKPT_PACK_H
+#define CKPT_PACK_H
+
+#include <stdint.h>
+#include <stddef.h>
+
+#define PACK_FILE_HDR 16
+#define PACK_REC_HDR 32
+#define PACK_VERSION 1
+
+struct pack_rec {
+    uint8_t codec;
+    uint32_t raw_len;
+    uint32_t stored_len;
+    uint64_t hash; /* XXH3-64 of the raw bytes */
+};
+
+/* Pure: encode a record header / decode one (-EIO if it is not a valid one). */
+void pack_rec_encode(const struct pack_rec *r, uint8_t hdr[PACK_REC_HDR]);
+int pack_rec_decode(const uint8_t hdr[PACK_REC_HDR], struct pack_rec *r);
+
+typedef struct packset packset;
+
+struct pack_opts {
+    uint64_t max_pack_bytes; /* start a new pack beyond this size */
+    uint64_t reserve_bytes;  /* refuse appends (ENOSPC) below this much free disk */
+    int readonly;
+};
+
+/* Open the packs directory (created if missing and not readonly). Appends go
+** to a new pack whose id is one past the highest present. */
+int pack_open(const char *dir, const struct pack_opts *o, packset **out);
+void pack_close(packset *ps);
+
+/* Append one record: header built from r, payload stored[0..r->stored_len).
+** Sets *pack_id and *off (the record's offset within its pack). Thread-safe;
+** concurrent appends write in parallel. Not durable until pack_sync. */
+int pack_append(packset *ps, const struct pack_rec *r, const void *stored,
+                uint32_t *pack_id, uint64_t *off);
+
+/* Make every record appended to pack_id so far durable. */
+int pack_sync(packset *ps, uint32_t pack_id);
+
+/* Read the record at (pack_id, off) into buf (capacity >= r.stored_len) after
+** checking that its header is valid and matches *expect (codec, lengths,
+** hash). -EIO on any mismatch, short file or bad header. */
+int pack_read(packset *ps, uint32_t pack_id, uint64_t off,
+              const struct pack_rec *expect, void *buf);
+
+/* Walk the records of one pack in order; cb returns non-zero to stop. A torn
+** or garbled record ends the walk with -EIO and *bad_off set to its offset.
+** Returns 0 at a clean end of file. */
+typedef int (*pack_scan_cb)(void *ctx, uint64_t off, const struct pack_rec *r);
+int pack_scan(packset *ps, uint32_t pack_id, pack_scan_cb cb, void *ctx,
+              uint64_t *bad_off);
+
+/* Highest pack id present (0 when none) and the size of one pack file. */
+uint32_t pack_max_id(packset *ps);
+int pack_size(packset *ps, uint32_t pack_id, uint64_t *size);
+
+#endif

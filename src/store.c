@@ -1,0 +1,210 @@
+/*
+** store.c: opening a store and block I/O (see store.h).
+*/
+#include "store.h"
+#include "codec.h"
+#include "common.h"
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+void store_default_opts(struct store_opts *o)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    *o = (struct store_opts){
+        .block_size = 1 << 20,
+        .zstd_level = 1,
+        .threads = n > 0 ? (int)n : 1,
+        .cache_bytes = 64 << 20,
+        .reserve_bytes = 64 << 20,
+        .max_pack_bytes = 1ull << 30,
+    };
+}
+
+static int open_subdir(int dirfd, const char *name, int create, int *fd)
+{
+    if (create && mkdirat(dirfd, name, 0700) < 0 && errno != EEXIST) return -errno;
+    *fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    return *fd < 0 ? -errno : 0;
+}
+
+static int take_lock(struct store *st)
+{
+    st->lockfd = openat(st->dirfd, "lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (st->lockfd < 0) return -errno;
+    if (flock(st->lockfd, LOCK_EX | LOCK_NB) < 0)
+        return errno == EWOULDBLOCK ? -EBUSY : -errno;
+    return 0;
+}
+
+static int open_parts(struct store *st)
+{
+    const struct store_opts *o = &st->o;
+    char p[4096];
+    int rw = !o->readonly;
+    if (rw) CK_TRY(take_lock(st));
+    CK_TRY(open_subdir(st->dirfd, "staging", rw, &st->stagefd));
+    snprintf(p, sizeof p, "%s/meta.db", st->path);
+    if (!rw && access(p, F_OK) < 0) return -ENOENT;
+    CK_TRY(fsmeta_open(p, o->readonly, getuid(), getgid(), &st->meta));
+    snprintf(p, sizeof p, "%s/packs", st->path);
+    struct pack_opts po = {.max_pack_bytes = o->max_pack_bytes,
+                           .reserve_bytes = o->reserve_bytes, .readonly = o->readonly};
+    CK_TRY(pack_open(p, &po, &st->packs));
+    return bcache_create(o->cache_bytes, &st->cache);
+}
+
+int store_start(struct store *st)
+{
+    if (st->o.readonly) return -EROFS;
+    if (st->workers) return 0;
+    /* Queue: two blocks per worker keeps them busy and bounds memory. */
+    return pool_create(st->o.threads, 2 * st->o.threads, &st->workers);
+}
+
+int store_open(const char *path, const struct store_opts *o, struct store **out)
+{
+    if (!o->readonly && mkdir(path, 0700) < 0 && errno != EEXIST) return -errno;
+    struct store *st = calloc(1, sizeof *st);
+    if (!st) return -ENOMEM;
+    st->o = *o;
+    st->stagefd = st->lockfd = -1;
+    st->path = strdup(path);
+    st->dirfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int rc = !st->path ? -ENOMEM : st->dirfd < 0 ? -errno : open_parts(st);
+    if (rc < 0) {
+        store_close(st);
+        return rc;
+    }
+    *out = st;
+    return 0;
+}
+
+void store_close(struct store *st)
+{
+    if (!st) return;
+    pool_destroy(st->workers);
+    bcache_destroy(st->cache);
+    pack_close(st->packs);
+    fsmeta_close(st->meta);
+    if (st->stagefd >= 0) close(st->stagefd);
+    if (st->lockfd >= 0) close(st->lockfd);
+    if (st->dirfd >= 0) close(st->dirfd);
+    free(st->path);
+    free(st);
+}
+
+/* Per-thread encode buffer, sized for the largest block seen. */
+static pthread_key_t scratch_key;
+static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
+struct scratch { size_t cap; uint8_t data[]; };
+static void make_scratch_key(void) { pthread_key_create(&scratch_key, free); }
+
+static uint8_t *scratch(size_t need)
+{
+    pthread_once(&scratch_once, make_scratch_key);
+    struct scratch *s = pthread_getspecific(scratch_key);
+    if (!s || s->cap < need) {
+        free(s);
+        s = malloc(sizeof *s + need);
+        pthread_setspecific(scratch_key, s);
+        if (!s) return NULL;
+        s->cap = need;
+    }
+    return s->data;
+}
+
+int store_put_block(struct store *st, const void *raw, size_t len, struct fsm_chunk *c)
+{
+    uint8_t *dst = scratch(codec_bound(len));
+    if (!dst) return -ENOMEM;
+    uint8_t codec;
+    size_t stored;
+    CK_TRY(codec_encode(raw, len, dst, codec_bound(len), st->o.zstd_level, &codec, &stored));
+    struct pack_rec r = {.codec = codec, .raw_len = (uint32_t)len,
+                         .stored_len = (uint32_t)stored, .hash = XXH3_64bits(raw, len)};
+    *c = (struct fsm_chunk){.raw_len = r.raw_len, .stored_len = r.stored_len,
+                            .codec = codec, .hash = r.hash};
+    return pack_append(st->packs, &r, dst, &c->pack, &c->off);
+}
+
+static int load_block(struct store *st, const struct fsm_chunk *c, void *dst)
+{
+    struct pack_rec r = {.codec = c->codec, .raw_len = c->raw_len,
+                         .stored_len = c->stored_len, .hash = c->hash};
+    int rc;
+    if (c->codec == CODEC_RAW) {
+        rc = pack_read(st->packs, c->pack, c->off, &r, dst);
+    } else {
+        void *tmp = malloc(c->stored_len);
+        if (!tmp) return -ENOMEM;
+        rc = pack_read(st->packs, c->pack, c->off, &r, tmp);
+        if (rc == 0) rc = codec_decode(c->codec, tmp, c->stored_len, dst, c->raw_len);
+        free(tmp);
+    }
+    if (rc == 0 && XXH3_64bits(dst, c->raw_len) != c->hash) rc = -EIO;
+    if (rc == -EIO)
+        ck_log(CK_LOG_ERR, "corrupt block: pack %u offset %llu (%u bytes)", c->pack,
+               (unsigned long long)c->off, c->raw_len);
+    return rc;
+}
+
+int store_verify_block(struct store *st, const struct fsm_chunk *c, void *dst)
+{
+    return load_block(st, c, dst);
+}
+
+int store_read_block(struct store *st, const struct fsm_chunk *c, size_t off,
+                     size_t len, void *dst)
+{
+    uint64_t key = bcache_key(c->pack, c->off);
+    if (bcache_get(st->cache, key, off, len, dst)) return 0;
+    uint8_t *buf = malloc(c->raw_len ? c->raw_len : 1);
+    if (!buf) return -ENOMEM;
+    int rc = load_block(st, c, buf);
+    if (rc < 0) {
+        free(buf);
+        return rc;
+    }
+    memcpy(dst, buf + off, len);
+    bcache_put(st->cache, key, buf, c->raw_len);
+    return 0;
+}
+
+int store_sync_extents(struct store *st, const struct fsm_extent *ext, size_t n)
+{
+    uint32_t done[8];
+    int ndone = 0;
+    for (size_t i = 0; i < n; i++) {
+        int seen = 0;
+        for (int j = 0; j < ndone; j++) seen |= done[j] == ext[i].c.pack;
+        if (seen) continue;
+        CK_TRY(pack_sync(st->packs, ext[i].c.pack));
+        if (ndone < 8) done[ndone++] = ext[i].c.pack;
+    }
+    return 0;
+}
+
+int store_stage_open(struct store *st, uint64_t ino, int create)
+{
+    char name[32];
+    snprintf(name, sizeof name, "%llu", (unsigned long long)ino);
+    int flags = O_RDWR | O_CLOEXEC | (create ? O_CREAT | O_TRUNC : 0);
+    int fd = openat(st->stagefd, name, flags, 0600);
+    return fd < 0 ? -errno : fd;
+}
+
+int store_stage_remove(struct store *st, uint64_t ino)
+{
+    char name[32];
+    snprintf(name, sizeof name, "%llu", (unsigned long long)ino);
+    if (unlinkat(st->stagefd, name, 0) < 0 && errno != ENOENT) return -errno;
+    return 0;
+}

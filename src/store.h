@@ -1,0 +1,72 @@
+/*
+** store.h: a ckptfs store on disk, and block I/O against it.
+**
+** Layout of a store directory:
+**
+**   STORE/meta.db     metadata (fsmeta/schema.sql), SQLite in WAL mode
+**   STORE/packs/      append-only pack files of block records (pack.h)
+**   STORE/staging/    bodies of files being written at random offsets,
+**                     one file per inode named by its decimal inode number
+**   STORE/lock        held (flock) by the daemon that has the store mounted
+**
+** A block is written by encoding it (codec.h), appending the record to a pack
+** and describing it in a struct fsm_chunk; the chunk enters meta.db only
+** when a file that uses it commits. Reading a block checks the record header
+** against the chunk, decodes, and checks the XXH3 of the result: corruption
+** is reported as -EIO and logged, never returned as data.
+*/
+#ifndef CKPT_STORE_H
+#define CKPT_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../fsmeta/fsmeta.h"
+#include "bcache.h"
+#include "pack.h"
+#include "pool.h"
+
+struct store_opts {
+    size_t block_size;       /* raw bytes per block (default 1 MiB) */
+    int zstd_level;          /* default 1 */
+    int threads;             /* compression workers (default: online CPUs) */
+    size_t cache_bytes;      /* decoded block cache (default 64 MiB) */
+    uint64_t reserve_bytes;  /* free disk kept back for metadata (default 64 MiB) */
+    uint64_t max_pack_bytes; /* pack size before a new one starts (default 1 GiB) */
+    int readonly;            /* tools: no lock, no writes */
+};
+
+struct store {
+    char *path;
+    int dirfd, stagefd, lockfd;
+    struct store_opts o;
+    fsmeta *meta;
+    packset *packs;
+    pool *workers;  /* NULL until store_start */
+    bcache *cache;
+};
+
+void store_default_opts(struct store_opts *o);
+
+/* Open STORE (creating it when missing or empty unless readonly). A
+** read-write open takes the store lock: -EBUSY if another daemon holds it. */
+int store_open(const char *path, const struct store_opts *o, struct store **out);
+void store_close(struct store *st);
+/* Start the compression workers (after any fork: threads do not survive it). */
+int store_start(struct store *st);
+
+/* Encode and append one block; fills *c (id 0). Not durable until synced. */
+int store_put_block(struct store *st, const void *raw, size_t len, struct fsm_chunk *c);
+/* Copy [off, off+len) of the block of c into dst, through the cache. */
+int store_read_block(struct store *st, const struct fsm_chunk *c, size_t off,
+                     size_t len, void *dst);
+/* Read and check a whole block without the cache (verification tools). */
+int store_verify_block(struct store *st, const struct fsm_chunk *c, void *dst);
+/* Make the records of ext[0..n) durable: fdatasync each pack they use once. */
+int store_sync_extents(struct store *st, const struct fsm_extent *ext, size_t n);
+
+/* Staging file of an inode: open (creating and truncating it with create). */
+int store_stage_open(struct store *st, uint64_t ino, int create);
+int store_stage_remove(struct store *st, uint64_t ino);
+
+#endif
