@@ -31,7 +31,15 @@
 #endif
 
 #define FS(req) ((struct fs *)fuse_req_userdata(req))
-#define NODE(fi) ((struct node *)(uintptr_t)(fi)->fh)
+
+/* An open file. The kernel sends the open flags with release but not with
+** flush, so whether the handle writes is kept here. */
+struct handle {
+    struct node *n;
+    int writer;
+};
+#define HANDLE(fi) ((struct handle *)(uintptr_t)(fi)->fh)
+#define NODE(fi) (HANDLE(fi)->n)
 
 static int name_ok(const char *name)
 {
@@ -78,13 +86,8 @@ static void to_timespec(int64_t ns, struct timespec *ts)
     ts->tv_nsec = ns % 1000000000;
 }
 
-static void fill_stat(struct fs *fs, struct fsm_attr *a, struct stat *sb)
+static void fill_stat(const struct fsm_attr *a, struct stat *sb)
 {
-    struct node *n = node_find(fs->nodes, a->ino);
-    if (n) {
-        if (ingest_overlay(n, &a->size, &a->mtime, &a->ctime)) a->stored = a->size;
-        unpin(fs, n);
-    }
     memset(sb, 0, sizeof *sb);
     sb->st_ino = a->ino;
     sb->st_mode = a->mode;
@@ -101,11 +104,21 @@ static void fill_stat(struct fs *fs, struct fsm_attr *a, struct stat *sb)
     to_timespec(a->ctime, &sb->st_ctim);
 }
 
+/* Attributes of ino, including writes not yet committed. */
+static int get_attr(struct fs *fs, uint64_t ino, struct fsm_attr *a)
+{
+    struct node *n = node_find(fs->nodes, ino);
+    if (!n) return fsmeta_getattr(fs->st->meta, ino, a);
+    int rc = ingest_getattr(fs->st, n, a);
+    unpin(fs, n);
+    return rc;
+}
+
 static int get_stat(struct fs *fs, uint64_t ino, struct stat *sb)
 {
     struct fsm_attr a;
-    CK_TRY(fsmeta_getattr(fs->st->meta, ino, &a));
-    fill_stat(fs, &a, sb);
+    CK_TRY(get_attr(fs, ino, &a));
+    fill_stat(&a, sb);
     return 0;
 }
 
@@ -280,14 +293,14 @@ static int do_setattr(fuse_req_t req, uint64_t ino, struct stat *sb, int to_set)
     struct fs *fs = FS(req);
     fsmeta *m = fs->st->meta;
     struct fsm_attr a;
-    CK_TRY(fsmeta_getattr(m, ino, &a));
+    CK_TRY(get_attr(fs, ino, &a));
     CK_TRY(may_change(req, &a, sb, to_set));
     if (to_set & FUSE_SET_ATTR_SIZE) {
         if (S_ISDIR(a.mode)) return -EISDIR;
         if (!S_ISREG(a.mode)) return -EINVAL;
         CK_TRY(set_size(fs, ino, (uint64_t)sb->st_size));
-        CK_TRY(fsmeta_getattr(m, ino, &a));
     }
+    CK_TRY(fsmeta_getattr(m, ino, &a)); /* the row to update: committed size */
     int64_t now = ck_now_ns();
     if (to_set & FUSE_SET_ATTR_MODE) a.mode = (a.mode & S_IFMT) | (sb->st_mode & 07777);
     if (to_set & FUSE_SET_ATTR_UID) a.uid = sb->st_uid;
@@ -301,12 +314,8 @@ static int do_setattr(fuse_req_t req, uint64_t ino, struct stat *sb, int to_set)
     a.ctime = (to_set & FUSE_SET_ATTR_CTIME) ? ts_ns(&sb->st_ctim) : now;
     struct node *n = node_find(fs->nodes, ino);
     if (n) {
-        uint64_t sz;
-        int64_t mt, ct;
-        if (ingest_overlay(n, &sz, &mt, &ct) && !(to_set & (FUSE_SET_ATTR_MTIME |
-                                                            FUSE_SET_ATTR_MTIME_NOW)))
-            a.mtime = mt;
-        ingest_set_times(n, a.mtime, a.ctime);
+        int mt = (to_set & (FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW)) != 0;
+        ingest_set_times(n, mt ? a.mtime : -1, a.ctime);
         unpin(fs, n);
     }
     return fsmeta_setattr(m, &a);
@@ -525,14 +534,23 @@ static int writable(const struct fuse_file_info *fi)
 /* Attach an open handle to the node of ino. */
 static int open_node(struct fs *fs, uint64_t ino, struct fuse_file_info *fi)
 {
-    struct node *n = node_pin(fs->nodes, ino);
-    if (!n) return -ENOMEM;
+    struct handle *h = malloc(sizeof *h);
+    struct node *n = h ? node_pin(fs->nodes, ino) : NULL;
+    if (!n) {
+        free(h);
+        return -ENOMEM;
+    }
     int w = writable(fi);
     node_add(fs->nodes, n, 0, 1, w);
     int rc = (fi->flags & O_TRUNC) && w ? ingest_truncate(fs->st, n, 0) : 0;
-    if (rc < 0) node_add(fs->nodes, n, 0, -1, -w);
-    fi->fh = (uintptr_t)n;
-    fi->keep_cache = 1; /* every change passes through this mount's page cache */
+    if (rc < 0) {
+        node_add(fs->nodes, n, 0, -1, -w);
+        free(h);
+    } else {
+        *h = (struct handle){n, w};
+        fi->fh = (uintptr_t)h;
+        fi->keep_cache = 1; /* every change passes through this mount's page cache */
+    }
     unpin(fs, n);
     return rc;
 }
@@ -584,16 +602,20 @@ static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     (void)ino;
     /* close(2) waits for flush: commit here so its errors reach the writer. */
-    int rc = writable(fi) ? ingest_commit(FS(req)->st, NODE(fi), 0, 0) : 0;
+    int rc = HANDLE(fi)->writer ? ingest_commit(FS(req)->st, NODE(fi), 0, 0) : 0;
     fuse_reply_err(req, -rc);
 }
 
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+    (void)ino;
     struct fs *fs = FS(req);
-    struct node *n = node_pin(fs->nodes, ino);
-    int w = writable(fi);
-    if (node_add(fs->nodes, n, 0, -1, -w) == 0 && w) ingest_commit(fs->st, n, 0, 1);
+    struct handle *h = HANDLE(fi);
+    struct node *n = h->n;
+    n = node_pin(fs->nodes, n->ino); /* keep it while the handle goes */
+    if (node_add(fs->nodes, n, 0, -1, -h->writer) == 0 && h->writer)
+        ingest_commit(fs->st, n, 0, 1);
+    free(h);
     unpin(fs, n);
     fuse_reply_err(req, 0);
 }

@@ -393,24 +393,24 @@ int ingest_read(struct store *st, struct node *n, void *buf, size_t len,
     return rc;
 }
 
-int ingest_overlay(struct node *n, uint64_t *size, int64_t *mtime, int64_t *ctime)
+int ingest_getattr(struct store *st, struct node *n, struct fsm_attr *a)
 {
     pthread_mutex_lock(&n->mu);
-    int dirty = n->mode != NODE_CLEAN;
-    if (dirty) {
-        *size = n->size;
-        *mtime = n->mtime;
-        *ctime = n->ctime;
+    int rc = fsmeta_getattr(st->meta, n->ino, a);
+    if (rc == 0 && n->mode != NODE_CLEAN) {
+        a->size = a->stored = n->size;
+        a->mtime = n->mtime;
+        a->ctime = n->ctime;
     }
     pthread_mutex_unlock(&n->mu);
-    return dirty;
+    return rc;
 }
 
 void ingest_set_times(struct node *n, int64_t mtime, int64_t ctime)
 {
     pthread_mutex_lock(&n->mu);
     if (n->mode != NODE_CLEAN) {
-        n->mtime = mtime;
+        if (mtime >= 0) n->mtime = mtime;
         n->ctime = ctime;
     }
     pthread_mutex_unlock(&n->mu);

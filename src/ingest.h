@@ -37,9 +37,12 @@ int ingest_commit(struct store *st, struct node *n, int durable, int final);
 /* Read up to len bytes at off; *got is the count (short only at end of file). */
 int ingest_read(struct store *st, struct node *n, void *buf, size_t len,
                 uint64_t off, size_t *got);
-/* While n has uncommitted changes: its size and times (returns 1). */
-int ingest_overlay(struct node *n, uint64_t *size, int64_t *mtime, int64_t *ctime);
-/* Times set by utimens must survive the next commit of a dirty file. */
+/* Attributes of n as a reader sees them now: the committed row with, while
+** changes are pending, their size and times (stored is then the size).
+** Taken under the node lock so a concurrent commit is seen whole. */
+int ingest_getattr(struct store *st, struct node *n, struct fsm_attr *a);
+/* Times set by utimens must survive the next commit of a dirty file;
+** mtime < 0 leaves the pending mtime as it is. */
 void ingest_set_times(struct node *n, int64_t mtime, int64_t ctime);
 /* Take a staging file left by a crash as n's new content and commit it. */
 int ingest_adopt_stage(struct store *st, struct node *n, int fd);
