@@ -645,6 +645,7 @@ int fsmeta_set_content(fsmeta *m, uint64_t ino, struct fsm_extent *ext, size_t n
         bind_i64(s, 4, ctime);
         bind_i64(s, 5, (int64_t)stored);
         rc = run(m, s);
+        if (rc == 0 && sqlite3_changes(m->db) == 0) rc = -ENOENT;
     }
     unlock(m);
     return rc;

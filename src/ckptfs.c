@@ -11,6 +11,7 @@
 #include "common.h"
 #include "fs.h"
 
+#include <limits.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,7 +21,7 @@
 
 struct cli {
     char *store;
-    unsigned long threads, cache_mib, reserve_mib, block_kib;
+    unsigned long threads, cache_mib, reserve_mib, block_kib, readahead_kib;
     int verbose;
     double timeout;
 };
@@ -31,6 +32,7 @@ static const struct fuse_opt cli_opts[] = {
     OPT("cache_mib=%lu", cache_mib),
     OPT("reserve_mib=%lu", reserve_mib),
     OPT("block_kib=%lu", block_kib),
+    OPT("readahead_kib=%lu", readahead_kib),
     OPT("attr_timeout=%lf", timeout),
     OPT("verbose", verbose),
     FUSE_OPT_END,
@@ -48,6 +50,8 @@ static void usage(const char *prog)
            "                         fail with ENOSPC (default 64)\n"
            "    -o block_kib=N       block size of file content, KiB (default 1024)\n"
            "    -o attr_timeout=S    kernel attribute cache, seconds (default 1)\n"
+           "    -o readahead_kib=N   kernel readahead of the mount, KiB (default\n"
+           "                         1024; needs root, else the kernel's 128 stays)\n"
            "    -o verbose           log commits and recovery\n\n"
            "FUSE options:\n", prog);
     fuse_cmdline_help();
@@ -65,24 +69,49 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
     return 1;
 }
 
+/* sysfs file of the readahead of the mount at real (set after mounting;
+** the kernel applies it once INIT is answered: fs.c writes it then). */
+static void readahead_path(const char *real, char *out, size_t cap)
+{
+    FILE *f = fopen("/proc/self/mountinfo", "r");
+    char line[4096], dev[64], point[4096];
+    out[0] = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "%*s %*s %63s %*s %4095s", dev, point) == 2 &&
+            strcmp(point, real) == 0)
+            snprintf(out, cap, "/sys/class/bdi/%s/read_ahead_kb", dev);
+    if (f) fclose(f);
+}
+
 static int serve(struct fuse_session *se, struct fuse_cmdline_opts *o, struct fs *fs)
 {
     if (fuse_set_signal_handlers(se) != 0) return 1;
-    if (fuse_session_mount(se, o->mountpoint) != 0) return 1;
+    char *real = realpath(o->mountpoint, NULL); /* before mounting: no daemon yet */
+    if (fuse_session_mount(se, o->mountpoint) != 0) {
+        free(real);
+        return 1;
+    }
+    if (real) readahead_path(real, fs->ra_path, sizeof fs->ra_path);
+    free(real);
     if (!o->foreground) {
         openlog("ckptfs", LOG_PID, LOG_DAEMON);
         ck_log_syslog = 1;
     }
     fuse_daemonize(o->foreground);
     int rc = store_start(fs->st);
-    if (rc == 0) rc = fs_recover(fs);
-    if (rc < 0) ck_log(CK_LOG_ERR, "recovery: %s (store left as found)", strerror(-rc));
+    if (rc < 0) ck_log(CK_LOG_ERR, "cannot start workers: %s", strerror(-rc));
+    /* A body that cannot be recovered now (a full disk) stays in staging for
+    ** the next mount; serve anyway, so the user can free space. */
+    if (rc == 0 && fs_recover(fs) < 0)
+        ck_log(CK_LOG_ERR, "some staged files were not recovered; kept in %s/staging",
+               fs->st->path);
     int ret = 1;
     if (rc == 0) {
         struct fuse_loop_config *lc = fuse_loop_cfg_create();
         if (!lc) return 1;
         fuse_loop_cfg_set_clone_fd(lc, (unsigned)o->clone_fd);
         fuse_loop_cfg_set_idle_threads(lc, o->max_idle_threads);
+        fuse_loop_cfg_set_max_threads(lc, o->max_threads);
         ret = o->singlethread ? fuse_session_loop(se) : fuse_session_loop_mt(se, lc);
         fuse_loop_cfg_destroy(lc);
     }
@@ -94,7 +123,7 @@ static int serve(struct fuse_session *se, struct fuse_cmdline_opts *o, struct fs
 int main(int argc, char **argv)
 {
     struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
-    struct cli cli = {.timeout = 1.0};
+    struct cli cli = {.timeout = 1.0, .reserve_mib = ULONG_MAX, .readahead_kib = 1024};
     struct fuse_cmdline_opts o;
     if (fuse_opt_parse(&args, &cli, cli_opts, opt_proc) != 0) return 2;
     if (fuse_parse_cmdline(&args, &o) != 0) return 2;
@@ -117,13 +146,13 @@ int main(int argc, char **argv)
     store_default_opts(&so);
     if (cli.threads) so.threads = (int)cli.threads;
     if (cli.cache_mib) so.cache_bytes = (size_t)cli.cache_mib << 20;
-    if (cli.reserve_mib) so.reserve_bytes = (uint64_t)cli.reserve_mib << 20;
-    if (cli.block_kib) so.block_size = (size_t)cli.block_kib << 10;
-    if (so.block_size > (64u << 20) || so.block_size < 4096) {
+    if (cli.reserve_mib != ULONG_MAX) so.reserve_bytes = (uint64_t)cli.reserve_mib << 20;
+    if (cli.block_kib && (cli.block_kib > 65536 || cli.block_kib < 4)) {
         fprintf(stderr, "ckptfs: block_kib must be between 4 and 65536\n");
         return 2;
     }
-    struct fs fs = {.timeout = cli.timeout};
+    if (cli.block_kib) so.block_size = (size_t)cli.block_kib << 10;
+    struct fs fs = {.timeout = cli.timeout, .ra_kib = cli.readahead_kib};
     int rc = store_open(cli.store, &so, &fs.st);
     if (rc < 0) {
         fprintf(stderr, "ckptfs: cannot open store %s: %s%s\n", cli.store, strerror(-rc),

@@ -22,7 +22,8 @@ void ck_log(int level, const char *fmt, ...)
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     fprintf(stderr, "ckptfs: %s: %s\n", names[level], msg);
-    if (ck_log_syslog) syslog(level == CK_LOG_ERR ? LOG_ERR : LOG_WARNING, "%s", msg);
+    static const int prio[] = {LOG_ERR, LOG_WARNING, LOG_INFO, LOG_DEBUG};
+    if (ck_log_syslog) syslog(prio[level], "%s", msg);
 }
 
 int ck_pread_full(int fd, void *buf, size_t len, uint64_t off)

@@ -196,6 +196,9 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
     conn->max_readahead = CK_MIN(conn->max_readahead, 1u << 20);
     if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC) conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
     conn->want &= ~(unsigned)FUSE_CAP_WRITEBACK_CACHE;
+    /* Only this daemon changes the store and every change passes through the
+    ** kernel: no need to revalidate the page cache on each read. */
+    conn->want &= ~(unsigned)FUSE_CAP_AUTO_INVAL_DATA;
 }
 
 static void commit_all(struct node *n, void *ctx)
@@ -209,8 +212,20 @@ static void op_destroy(void *userdata)
     node_foreach(fs->nodes, commit_all, fs->st);
 }
 
+/* The kernel reads ahead 128 KiB on a FUSE mount and resets the value when
+** it takes our INIT reply; every later request comes after that. Each read
+** request is a round trip, so large sequential loads want a wider window. */
+static void tune_once(struct fs *fs)
+{
+    if (__atomic_exchange_n(&fs->ra_done, 1, __ATOMIC_ACQ_REL) || !fs->ra_path[0]) return;
+    FILE *f = fopen(fs->ra_path, "w");
+    if (!f || fprintf(f, "%lu\n", fs->ra_kib) < 0 || fclose(f) != 0)
+        ck_log(CK_LOG_INFO, "cannot set readahead (%s): %s", fs->ra_path, strerror(errno));
+}
+
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
+    tune_once(FS(req));
     uint64_t ino;
     int rc = name_ok(name);
     if (rc == 0) rc = fsmeta_lookup(FS(req)->st->meta, parent, name, &ino);
@@ -244,6 +259,7 @@ static void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_dat
 static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     (void)fi;
+    tune_once(FS(req));
     struct stat sb;
     int rc = get_stat(FS(req), ino, &sb);
     if (rc < 0) fuse_reply_err(req, -rc); else fuse_reply_attr(req, &sb, FS(req)->timeout);

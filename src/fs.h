@@ -19,6 +19,9 @@ struct fs {
     struct store *st;
     node_table *nodes;
     double timeout; /* attribute and entry cache, seconds */
+    char ra_path[128];     /* sysfs readahead file of the mount ("" unknown) */
+    unsigned long ra_kib;  /* readahead to set there once INIT is done */
+    int ra_done;
 };
 
 extern const struct fuse_lowlevel_ops fs_ops;

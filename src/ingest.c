@@ -81,8 +81,15 @@ static int load_committed(struct store *st, struct node *n)
 {
     if (n->loaded) return 0;
     struct fsm_attr a;
+    struct fsm_extent *ext;
+    size_t cnt;
     CK_TRY(fsmeta_getattr(st->meta, n->ino, &a));
-    CK_TRY(fsmeta_extents(st->meta, n->ino, &n->ext, &n->next));
+    CK_TRY(fsmeta_extents(st->meta, n->ino, &ext, &cnt));
+    struct extmap *m = extmap_new(ext, cnt);
+    free(ext);
+    if (!m) return -ENOMEM;
+    extmap_put(n->map);
+    n->map = m;
     n->csize = a.size;
     n->loaded = 1;
     return 0;
@@ -126,10 +133,12 @@ static int to_stage(struct store *st, struct node *n)
     CK_TRY(settle(n));
     int fd = store_stage_open(st, n->ino, 1);
     if (fd < 0) return fd;
-    uint8_t *buf = malloc(st->o.block_size);
+    const struct fsm_extent *ext = n->mode == NODE_STREAM ? n->pend : n->map->e;
+    size_t cnt = n->mode == NODE_STREAM ? n->npend : n->map->n;
+    size_t big = 1; /* blocks may predate the current block size */
+    for (size_t i = 0; i < cnt; i++) big = CK_MAX(big, (size_t)ext[i].c.raw_len);
+    uint8_t *buf = malloc(big);
     int rc = buf ? 0 : -ENOMEM;
-    const struct fsm_extent *ext = n->mode == NODE_STREAM ? n->pend : n->ext;
-    size_t cnt = n->mode == NODE_STREAM ? n->npend : n->next;
     for (size_t i = 0; rc == 0 && i < cnt; i++) {
         if (ext[i].c.raw_len == 0) continue;
         rc = store_read_block(st, &ext[i].c, 0, ext[i].c.raw_len, buf);
@@ -304,6 +313,10 @@ static int gather(struct store *st, struct node *n, struct fsm_extent **out, siz
 
 static int commit_dirty(struct store *st, struct node *n, int durable)
 {
+    /* A staging body outlives the commit while the file stays open, and is
+    ** adopted after a crash: make it at least as new on disk as the version
+    ** committed now, or power loss could bring back an older, torn body. */
+    if (n->mode == NODE_STAGE && fdatasync(n->stage_fd) < 0) return -errno;
     if (n->mode == NODE_STAGE) CK_TRY(stage_encode(st, n));
     CK_TRY(settle(n));
     struct fsm_extent *v;
@@ -321,11 +334,12 @@ static int commit_dirty(struct store *st, struct node *n, int durable)
     /* Blocks now have chunk ids: a later commit of the same stream reuses them. */
     for (size_t i = 0, j = 0; i < n->npend && j < k; i++)
         if (n->pend[i].c.raw_len) n->pend[i].c.id = v[j++].c.id;
-    free(n->ext);
-    n->ext = v;
-    n->next = k;
+    struct extmap *map = extmap_new(v, k);
+    free(v);
+    extmap_put(n->map);
+    n->map = map;
     n->csize = n->size;
-    n->loaded = 1;
+    n->loaded = map != NULL; /* without memory: reload from meta.db later */
     n->dirty = 0;
     return 0;
 }
@@ -362,23 +376,60 @@ int ingest_commit(struct store *st, struct node *n, int durable, int final)
     return rc;
 }
 
-static int read_locked(struct store *st, struct node *n, uint8_t *buf, size_t len,
-                       uint64_t off, size_t *got)
+struct prefetch {
+    struct store *st;
+    struct extmap *map;
+    size_t i;
+};
+
+static void prefetch_job(void *arg)
 {
-    CK_TRY(settle(n));
-    if (n->mode == NODE_CLEAN) CK_TRY(load_committed(st, n));
-    uint64_t size = n->mode == NODE_CLEAN ? n->csize : n->size;
-    *got = off >= size ? 0 : (size_t)CK_MIN((uint64_t)len, size - off);
-    if (*got == 0) return 0;
-    if (n->mode == NODE_CLEAN) return read_extents(st, n->ext, n->next, buf, *got, off);
+    struct prefetch *p = arg;
+    store_prefetch_block(p->st, &p->map->e[p->i].c);
+    extmap_put(p->map);
+    free(p);
+}
+
+/* On a sequential read ending at end, queue decoding of the blocks in the
+** next PREFETCH_BLOCKS so they wait in the cache when the kernel asks. */
+#define PREFETCH_BLOCKS 4
+static void prefetch(struct store *st, struct node *n, struct extmap *m, uint64_t off,
+                     uint64_t end)
+{
+    int seq = off == n->rd_end;
+    n->rd_end = end;
+    if (!seq || !st->workers) return;
+    uint64_t from = CK_MAX(n->ra_end, end);
+    uint64_t to = end + PREFETCH_BLOCKS * (uint64_t)st->o.block_size;
+    if (from >= to) return;
+    n->ra_end = to;
+    for (size_t i = 0; i < m->n && m->e[i].file_off < to; i++) {
+        const struct fsm_extent *e = &m->e[i];
+        if (e->file_off + e->c.raw_len <= from || e->file_off < end) continue;
+        struct prefetch *p = malloc(sizeof *p);
+        if (!p) return;
+        *p = (struct prefetch){st, m, i};
+        extmap_get(m);
+        if (pool_try_submit(st->workers, prefetch_job, p) < 0) {
+            extmap_put(m);
+            free(p);
+            return;
+        }
+    }
+}
+
+/* Dirty file: read under the node lock from staging or the stream. */
+static int read_dirty(struct store *st, struct node *n, uint8_t *buf, size_t len,
+                      uint64_t off)
+{
     if (n->mode == NODE_STAGE) {
-        ssize_t r = pread(n->stage_fd, buf, *got, (off_t)off);
+        ssize_t r = pread(n->stage_fd, buf, len, (off_t)off);
         if (r < 0) return -errno;
-        memset(buf + r, 0, *got - (size_t)r);
+        memset(buf + r, 0, len - (size_t)r);
         return 0;
     }
-    CK_TRY(read_extents(st, n->pend, n->npend, buf, *got, off));
-    uint64_t tstart = n->send - n->tail_len, end = off + *got;
+    CK_TRY(read_extents(st, n->pend, n->npend, buf, len, off));
+    uint64_t tstart = n->send - n->tail_len, end = off + len;
     uint64_t a = CK_MAX(off, tstart), b = CK_MIN(end, n->send);
     if (a < b) memcpy(buf + (a - off), n->tail + (a - tstart), b - a);
     return 0;
@@ -388,8 +439,22 @@ int ingest_read(struct store *st, struct node *n, void *buf, size_t len,
                 uint64_t off, size_t *got)
 {
     pthread_mutex_lock(&n->mu);
-    int rc = read_locked(st, n, buf, len, off, got);
+    int rc = settle(n);
+    if (rc == 0 && n->mode == NODE_CLEAN) rc = load_committed(st, n);
+    uint64_t size = n->mode == NODE_CLEAN ? n->csize : n->size;
+    *got = off >= size ? 0 : (size_t)CK_MIN((uint64_t)len, size - off);
+    if (rc < 0 || *got == 0 || n->mode != NODE_CLEAN) {
+        if (rc == 0 && *got) rc = read_dirty(st, n, buf, *got, off);
+        pthread_mutex_unlock(&n->mu);
+        return rc;
+    }
+    /* Clean: decode outside the lock, on a map a commit cannot free. */
+    struct extmap *m = n->map;
+    extmap_get(m);
+    prefetch(st, n, m, off, off + *got);
     pthread_mutex_unlock(&n->mu);
+    rc = read_extents(st, m->e, m->n, buf, *got, off);
+    extmap_put(m);
     return rc;
 }
 

@@ -35,8 +35,8 @@ struct node {
     /* committed content, cached for reads (loaded on first use) */
     int loaded;
     uint64_t csize;
-    struct fsm_extent *ext;
-    size_t next;
+    struct extmap *map;
+    uint64_t rd_end, ra_end; /* end of the last read; prefetch issued up to */
 
     enum node_mode mode;
     int dirty;             /* changes since the last commit */
@@ -54,6 +54,19 @@ struct node {
     struct fsm_extent *pend; /* finished blocks in offset order; raw_len 0: hole */
     size_t npend, pend_cap;
 };
+
+/* An immutable, reference-counted list of extents: readers keep the one
+** they started with while a commit installs the next. */
+struct extmap {
+    int refs; /* atomic */
+    size_t n;
+    struct fsm_extent e[];
+};
+
+/* Wrap ext[0..n) (copied) in a map with one reference; NULL on no memory. */
+struct extmap *extmap_new(const struct fsm_extent *ext, size_t n);
+void extmap_get(struct extmap *m);
+void extmap_put(struct extmap *m);
 
 typedef struct node_table node_table;
 

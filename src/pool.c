@@ -67,19 +67,28 @@ int pool_create(int nthreads, int queue_cap, pool **out)
     return 0;
 }
 
-int pool_submit(pool *p, pool_fn fn, void *arg)
+static int submit(pool *p, pool_fn fn, void *arg, int wait)
 {
     pthread_mutex_lock(&p->mu);
-    while (p->count == p->cap && !p->stop) pthread_cond_wait(&p->nonfull, &p->mu);
-    if (p->stop) {
-        pthread_mutex_unlock(&p->mu);
-        return -ESHUTDOWN;
+    while (wait && p->count == p->cap && !p->stop) pthread_cond_wait(&p->nonfull, &p->mu);
+    int rc = p->stop ? -ESHUTDOWN : p->count == p->cap ? -EAGAIN : 0;
+    if (rc == 0) {
+        p->ring[(p->head + p->count) % p->cap] = (struct job){fn, arg};
+        p->count++;
+        pthread_cond_signal(&p->nonempty);
     }
-    p->ring[(p->head + p->count) % p->cap] = (struct job){fn, arg};
-    p->count++;
-    pthread_cond_signal(&p->nonempty);
     pthread_mutex_unlock(&p->mu);
-    return 0;
+    return rc;
+}
+
+int pool_submit(pool *p, pool_fn fn, void *arg)
+{
+    return submit(p, fn, arg, 1);
+}
+
+int pool_try_submit(pool *p, pool_fn fn, void *arg)
+{
+    return submit(p, fn, arg, 0);
 }
 
 void pool_destroy(pool *p)

@@ -14,6 +14,8 @@ typedef void (*pool_fn)(void *arg);
 int pool_create(int nthreads, int queue_cap, pool **out);
 /* Run fn(arg) on a worker; blocks while queue_cap jobs are waiting. */
 int pool_submit(pool *p, pool_fn fn, void *arg);
+/* As pool_submit, but -EAGAIN instead of waiting when the queue is full. */
+int pool_try_submit(pool *p, pool_fn fn, void *arg);
 /* Finish queued jobs, then stop the workers. */
 void pool_destroy(pool *p);
 

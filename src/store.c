@@ -178,6 +178,20 @@ int store_read_block(struct store *st, const struct fsm_chunk *c, size_t off,
     return 0;
 }
 
+void store_prefetch_block(struct store *st, const struct fsm_chunk *c)
+{
+    uint8_t probe;
+    uint64_t key = bcache_key(c->pack, c->off);
+    if (c->raw_len == 0 || bcache_get(st->cache, key, 0, 1, &probe)) return;
+    uint8_t *buf = malloc(c->raw_len);
+    if (!buf) return;
+    if (load_block(st, c, buf) < 0) { /* the reader will meet and report it */
+        free(buf);
+        return;
+    }
+    bcache_put(st->cache, key, buf, c->raw_len);
+}
+
 int store_sync_extents(struct store *st, const struct fsm_extent *ext, size_t n)
 {
     uint32_t done[8];

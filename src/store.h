@@ -60,6 +60,8 @@ int store_put_block(struct store *st, const void *raw, size_t len, struct fsm_ch
 /* Copy [off, off+len) of the block of c into dst, through the cache. */
 int store_read_block(struct store *st, const struct fsm_chunk *c, size_t off,
                      size_t len, void *dst);
+/* Decode a block into the cache unless it is there already. */
+void store_prefetch_block(struct store *st, const struct fsm_chunk *c);
 /* Read and check a whole block without the cache (verification tools). */
 int store_verify_block(struct store *st, const struct fsm_chunk *c, void *dst);
 /* Make the records of ext[0..n) durable: fdatasync each pack they use once. */

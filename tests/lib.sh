@@ -1,0 +1,246 @@
+# tests/lib.sh: common helpers of the ckptfs mount tests (tests/mount/t_*.sh).
+#
+# Sourced by each test after `set -euo pipefail`:
+#
+#   . "$TESTLIB"
+#   mount_fs                 # mount $STORE on $MNT (extra -o options allowed)
+#   ... exercise $MNT, keep reference copies under $REF ...
+#   umount_fs                # unmount and wait for the daemon to exit
+#
+# Environment (set by the automake harness, see Makefile.am):
+#   CKPTFS, CKPTCTL   absolute paths of the binaries under test
+#   TESTLIB           absolute path of this file
+#   CKPTFS_TEST_KEEP  if set to 1, keep the temporary directory on failure
+#
+# Variables provided:
+#   T      a fresh temporary directory (mktemp -d under /tmp), removed on exit
+#   STORE  $T/store, the ckptfs store directory (created by ckptfs)
+#   MNT    $T/mnt, the mount point
+#   REF    $T/ref, a native directory for reference copies
+#   TNAME  the test's name, for messages
+#
+# Helpers: fail MSG, check DESC CMD..., check_fails DESC ERRTEXT CMD...,
+# same_file A B, mount_fs [OPTS], umount_fs, remount_fs [OPTS], is_mounted DIR,
+# daemon_pid, wait_daemon_gone, on_exit CMD, stats_field NAME, rand_file F BYTES.
+#
+# Exit status convention: 0 pass, 1 fail, 77 skip (only when /dev/fuse is absent).
+
+TNAME=$(basename "${0%.sh}")
+
+: "${CKPTFS:?CKPTFS must be the absolute path of the ckptfs binary}"
+: "${CKPTCTL:?CKPTCTL must be the absolute path of the ckptctl binary}"
+
+if [ ! -c /dev/fuse ]; then
+    echo "$TNAME: SKIP: /dev/fuse is absent"
+    exit 77
+fi
+
+for _b in "$CKPTFS" "$CKPTCTL"; do
+    if [ ! -x "$_b" ]; then
+        echo "$TNAME: FAIL: $_b is not an executable" >&2
+        exit 1
+    fi
+done
+for _b in fusermount3 python3 sha256sum cmp; do
+    if ! command -v "$_b" >/dev/null 2>&1; then
+        echo "$TNAME: FAIL: required tool $_b not found" >&2
+        exit 1
+    fi
+done
+unset _b
+
+T=$(mktemp -d /tmp/ckptfs-"$TNAME".XXXXXX)
+STORE=$T/store
+MNT=$T/mnt
+REF=$T/ref
+mkdir -p "$MNT" "$REF"
+
+_DAEMON_PID=
+_EXIT_HOOKS=()
+
+log() { echo "$TNAME: $*"; }
+
+# fail MSG: report and exit 1 (the EXIT trap cleans up).
+fail()
+{
+    echo "$TNAME: FAIL: $*" >&2
+    exit 1
+}
+
+# check DESC CMD...: run CMD; on failure report DESC, the command and its status.
+check()
+{
+    local desc=$1
+    shift
+    local rc=0
+    "$@" || rc=$?
+    [ "$rc" -eq 0 ] || fail "$desc (command: $*; exit status $rc)"
+}
+
+# check_fails DESC ERRTEXT CMD...: CMD must fail and print ERRTEXT on stderr
+# (e.g. "Permission denied", "No space left on device").
+check_fails()
+{
+    local desc=$1 want=$2
+    shift 2
+    local rc=0 err
+    err=$("$@" 2>&1 >/dev/null) || rc=$?
+    [ "$rc" -ne 0 ] || fail "$desc: expected failure ($want) but it succeeded (command: $*)"
+    case $err in
+        *"$want"*) ;;
+        *) fail "$desc: expected error '$want', got status $rc: $err (command: $*)" ;;
+    esac
+}
+
+# same_file A B: byte-exact comparison.
+same_file()
+{
+    cmp -- "$1" "$2" || fail "content differs: $1 vs $2"
+}
+
+# on_exit CMD: run CMD (a string, eval'd) at exit before the temp dir is removed.
+on_exit() { _EXIT_HOOKS+=("$1"); }
+
+is_mounted()
+{
+    # /proc/mounts escapes spaces etc. as \040; our paths have none.
+    awk -v m="$1" '$2 == m { found = 1 } END { exit !found }' /proc/mounts
+}
+
+# The pid of the ckptfs daemon serving $STORE (empty if none). The store path
+# is unique to this test, so it identifies the daemon.
+daemon_pid()
+{
+    local pid cmd
+    # pgrep -f takes a regex: the store path matches itself (and maybe more),
+    # so keep only processes of $CKPTFS that have $STORE as an argument.
+    for pid in $(pgrep -f -- "$STORE" 2>/dev/null || true); do
+        cmd=$(tr '\0' '\n' </proc/"$pid"/cmdline 2>/dev/null) || continue
+        [ "$(head -n 1 <<<"$cmd")" = "$CKPTFS" ] || continue
+        if grep -qxF -- "$STORE" <<<"$cmd"; then
+            echo "$pid"
+            return 0
+        fi
+    done
+    return 0
+}
+
+# wait_daemon_gone [SECONDS]: wait for the daemon of $STORE to exit.
+wait_daemon_gone()
+{
+    local limit=${1:-60} i=0 pid
+    while pid=$(daemon_pid) && [ -n "$pid" ]; do
+        i=$((i + 1))
+        [ "$i" -le $((limit * 20)) ] || fail "ckptfs daemon (pid $pid) still running ${limit}s after unmount"
+        sleep 0.05
+    done
+}
+
+# mount_fs [OPTS]: mount $STORE on $MNT, OPTS a comma-separated -o list.
+mount_fs()
+{
+    is_mounted "$MNT" && fail "mount_fs: $MNT is already mounted"
+    wait_daemon_gone 30
+    local args=("$STORE" "$MNT")
+    [ -z "${1:-}" ] || args+=(-o "$1")
+    local rc=0
+    "$CKPTFS" "${args[@]}" || rc=$?
+    [ "$rc" -eq 0 ] || fail "ckptfs ${args[*]} exited with status $rc"
+    local i=0
+    until is_mounted "$MNT"; do
+        i=$((i + 1))
+        [ "$i" -le 400 ] || fail "ckptfs did not mount $MNT within 20 s"
+        sleep 0.05
+    done
+    _DAEMON_PID=$(daemon_pid)
+    [ -n "$_DAEMON_PID" ] || fail "ckptfs mounted $MNT but its daemon is gone (did recovery fail?)"
+    # Requests are served once recovery is over: wait for the first answer,
+    # then make sure the daemon did not give up and unmount meanwhile.
+    local st=0
+    timeout 60 stat "$MNT" >/dev/null 2>&1 || st=$?
+    if ! is_mounted "$MNT" || ! kill -0 "$_DAEMON_PID" 2>/dev/null; then
+        fail "ckptfs exited right after mounting $MNT without serving (startup or recovery failed; its exit status was 0)"
+    fi
+    [ "$st" -eq 0 ] || fail "mount point $MNT does not answer stat (status $st)"
+    [ "$(stat -f -c %T "$MNT")" = fuseblk ] || [ "$(stat -f -c %T "$MNT")" = fuse ] ||
+        fail "$MNT is not a FUSE mount after mounting (type $(stat -f -c %T "$MNT"))"
+}
+
+# umount_fs: unmount $MNT and wait until it is gone and the daemon has exited
+# (the daemon commits open files and releases the store lock on the way out).
+umount_fs()
+{
+    local i=0
+    until fusermount3 -u "$MNT" 2>/dev/null; do
+        is_mounted "$MNT" || break
+        i=$((i + 1))
+        # EBUSY while a process still holds a file: give it a moment.
+        [ "$i" -le 100 ] || { fusermount3 -u "$MNT" || true; fail "cannot unmount $MNT"; }
+        sleep 0.1
+    done
+    i=0
+    while is_mounted "$MNT"; do
+        i=$((i + 1))
+        [ "$i" -le 400 ] || fail "$MNT still mounted 20 s after fusermount3 -u"
+        sleep 0.05
+    done
+    wait_daemon_gone 60
+    _DAEMON_PID=
+}
+
+remount_fs()
+{
+    umount_fs
+    mount_fs "$@"
+}
+
+# stats_field NAME: one field of `ckptctl stats --json $STORE`.
+stats_field()
+{
+    "$CKPTCTL" stats --json "$STORE" |
+        python3 -c 'import json, sys; print(json.load(sys.stdin)[sys.argv[1]])' "$1"
+}
+
+# rand_file FILE BYTES: BYTES of random data from /dev/urandom.
+rand_file()
+{
+    head -c "$2" /dev/urandom >"$1"
+}
+
+_cleanup()
+{
+    local rc=$?
+    set +e
+    trap - EXIT INT TERM HUP
+    # Background jobs the test left running (writers, file holders) first.
+    local j
+    for j in $(jobs -p); do kill "$j" 2>/dev/null; done
+    if is_mounted "$MNT"; then
+        fusermount3 -u "$MNT" 2>/dev/null || fusermount3 -u -z "$MNT" 2>/dev/null ||
+            umount -l "$MNT" 2>/dev/null
+    fi
+    local pid i=0
+    while pid=$(daemon_pid) && [ -n "$pid" ] && [ "$i" -lt 200 ]; do
+        sleep 0.05
+        i=$((i + 1))
+    done
+    pid=$(daemon_pid)
+    [ -z "$pid" ] || kill -9 "$pid" 2>/dev/null
+    # Hooks run last-registered first (e.g. unmount a tmpfs under the store).
+    for ((i = ${#_EXIT_HOOKS[@]} - 1; i >= 0; i--)); do
+        eval "${_EXIT_HOOKS[$i]}"
+    done
+    if is_mounted "$MNT"; then
+        echo "$TNAME: warning: $MNT still mounted, leaving $T" >&2
+    elif [ "$rc" -ne 0 ] && [ "${CKPTFS_TEST_KEEP:-0}" = 1 ]; then
+        echo "$TNAME: kept $T" >&2
+    else
+        rm -rf --one-file-system "$T"
+    fi
+    [ "$rc" -ne 0 ] || echo "$TNAME: PASS"
+    exit "$rc"
+}
+trap _cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+trap 'exit 129' HUP

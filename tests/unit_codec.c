@@ -1,0 +1,339 @@
+/*
+** unit_codec.c: tests of the block codecs (src/codec.h).
+**
+** Round trips of raw and zstd blocks of many sizes and kinds of data, the
+** choice of codec (incompressible data stays raw, compressible data becomes
+** zstd, a stored form is never larger than the raw one), and the error paths:
+** corrupted or truncated zstd frames and wrong raw lengths give -EIO without
+** writing past the destination, an unknown codec id gives -EINVAL, and a
+** destination smaller than codec_bound gives -EINVAL.
+*/
+#include "../src/codec.h"
+#include "unit_util.h"
+
+#include <zstd.h>
+
+#define MiB (1u << 20)
+
+enum { DATA_RANDOM, DATA_ZERO, DATA_REPEAT, DATA_TEXT, DATA_HALF, DATA_KINDS };
+
+static void fill(uint8_t *p, size_t n, int kind, uint64_t seed)
+{
+    switch (kind) {
+    case DATA_RANDOM:
+        ut_fill_random(p, n, seed);
+        break;
+    case DATA_ZERO:
+        memset(p, 0, n);
+        break;
+    case DATA_REPEAT: /* a 251-byte random pattern repeated */
+        for (size_t i = 0; i < n; i++) p[i] = (uint8_t)((i % 251) * 131 + seed);
+        break;
+    case DATA_TEXT: {
+        static const char words[] = "checkpoint tensor layer weight gradient epoch ";
+        for (size_t i = 0; i < n; i++) p[i] = (uint8_t)words[(i * 7 + seed) % (sizeof words - 1)];
+        break;
+    }
+    case DATA_HALF: /* first half random, second half zeros */
+        ut_fill_random(p, n / 2, seed);
+        memset(p + n / 2, 0, n - n / 2);
+        break;
+    }
+}
+
+/* Encode, check the invariants of the stored form, decode, compare. Returns
+** the codec chosen; *stored_out gets the stored length. */
+static uint8_t roundtrip(const uint8_t *raw, size_t n, size_t *stored_out)
+{
+    size_t cap = codec_bound(n);
+    ck_assert_uint_ge(cap, n);
+    uint8_t *st = ut_xmalloc(cap);
+    uint8_t codec = 0xEE;
+    size_t stored = (size_t)-1;
+    ck_assert_int_eq(codec_encode(raw, n, st, cap, 1, &codec, &stored), 0);
+    ck_assert_msg(codec == CODEC_RAW || codec == CODEC_ZSTD, "codec %u", codec);
+    ck_assert_msg(stored <= n, "stored %zu > raw %zu", stored, n);
+    if (codec == CODEC_RAW) {
+        ck_assert_uint_eq(stored, n);
+        ck_assert(n == 0 || memcmp(st, raw, n) == 0);
+    }
+    /* Decode into a buffer with a guard zone to catch overruns. */
+    uint8_t *out = ut_xmalloc(n + 64);
+    memset(out, 0xA5, n + 64);
+    ck_assert_int_eq(codec_decode(codec, st, stored, out, n), 0);
+    ck_assert(n == 0 || memcmp(out, raw, n) == 0);
+    for (size_t i = 0; i < 64; i++) ck_assert_uint_eq(out[n + i], 0xA5);
+    free(out);
+    free(st);
+    if (stored_out) *stored_out = stored;
+    return codec;
+}
+
+static const size_t sizes[] = {0, 1, 2, 3, 5, 7, 13, 63, 64, 65, 127, 255, 1000,
+                               1023, 4095, 4097, 12345, 65535, 65537, 99991};
+
+START_TEST(test_roundtrip_sizes)
+{
+    for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
+        size_t n = sizes[si];
+        uint8_t *raw = ut_xmalloc(n);
+        for (int k = 0; k < DATA_KINDS; k++) {
+            fill(raw, n, k, si * 10 + (uint64_t)k);
+            roundtrip(raw, n, NULL);
+        }
+        free(raw);
+    }
+}
+END_TEST
+
+START_TEST(test_empty_and_one_byte)
+{
+    uint8_t st[64], out[1];
+    uint8_t codec = 0xEE;
+    size_t stored = 99;
+    ck_assert_int_eq(codec_encode("", 0, st, codec_bound(0), 1, &codec, &stored), 0);
+    ck_assert_uint_eq(stored, 0);
+    ck_assert_int_eq(codec, CODEC_RAW);
+    ck_assert_int_eq(codec_decode(CODEC_RAW, st, 0, out, 0), 0);
+
+    uint8_t one = 0x5A;
+    ck_assert_int_eq(codec_encode(&one, 1, st, codec_bound(1), 1, &codec, &stored), 0);
+    ck_assert_int_eq(codec, CODEC_RAW); /* one byte cannot shrink */
+    ck_assert_uint_eq(stored, 1);
+    out[0] = 0;
+    ck_assert_int_eq(codec_decode(codec, st, stored, out, 1), 0);
+    ck_assert_uint_eq(out[0], 0x5A);
+}
+END_TEST
+
+/* codec_encode may never choose zstd for tiny blocks: check the zstd decoder
+** path directly on frames made by libzstd, including empty and 1-byte ones. */
+START_TEST(test_zstd_decode_small_frames)
+{
+    for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
+        size_t n = sizes[si];
+        uint8_t *raw = ut_xmalloc(n);
+        fill(raw, n, DATA_RANDOM, si);
+        size_t cap = ZSTD_compressBound(n);
+        uint8_t *fr = ut_xmalloc(cap);
+        size_t fl = ZSTD_compress(fr, cap, raw, n, 1);
+        ck_assert(!ZSTD_isError(fl));
+        uint8_t *out = ut_xmalloc(n + 16);
+        memset(out, 0xA5, n + 16);
+        ck_assert_int_eq(codec_decode(CODEC_ZSTD, fr, fl, out, n), 0);
+        ck_assert(n == 0 || memcmp(out, raw, n) == 0);
+        for (size_t i = 0; i < 16; i++) ck_assert_uint_eq(out[n + i], 0xA5);
+        free(out);
+        free(fr);
+        free(raw);
+    }
+}
+END_TEST
+
+START_TEST(test_random_1mib_stays_raw)
+{
+    uint8_t *raw = ut_xmalloc(MiB);
+    ut_fill_random(raw, MiB, 42);
+    size_t stored;
+    ck_assert_int_eq(roundtrip(raw, MiB, &stored), CODEC_RAW);
+    ck_assert_uint_eq(stored, MiB);
+    free(raw);
+}
+END_TEST
+
+START_TEST(test_zeros_1mib_compress)
+{
+    uint8_t *raw = ut_xmalloc(MiB);
+    memset(raw, 0, MiB);
+    size_t stored;
+    ck_assert_int_eq(roundtrip(raw, MiB, &stored), CODEC_ZSTD);
+    ck_assert_uint_lt(stored, MiB / 100);
+    free(raw);
+}
+END_TEST
+
+START_TEST(test_repetitive_1mib_compress)
+{
+    uint8_t *raw = ut_xmalloc(MiB);
+    size_t stored;
+    fill(raw, MiB, DATA_REPEAT, 3);
+    ck_assert_int_eq(roundtrip(raw, MiB, &stored), CODEC_ZSTD);
+    ck_assert_uint_lt(stored, MiB / 10);
+    fill(raw, MiB, DATA_TEXT, 5);
+    ck_assert_int_eq(roundtrip(raw, MiB, &stored), CODEC_ZSTD);
+    ck_assert_uint_lt(stored, MiB / 10);
+    fill(raw, MiB, DATA_HALF, 9);
+    ck_assert_int_eq(roundtrip(raw, MiB, &stored), CODEC_ZSTD);
+    ck_assert_uint_lt(stored, MiB);
+    free(raw);
+}
+END_TEST
+
+/* Data that zstd can barely shrink (bytes drawn from 0..249: about 0.4%
+** redundancy) and small random blocks must never come out larger than raw. */
+START_TEST(test_never_larger)
+{
+    size_t n = 256 * 1024;
+    uint8_t *raw = ut_xmalloc(n);
+    ut_fill_random(raw, n, 7);
+    for (size_t i = 0; i < n; i++) raw[i] = raw[i] % 250;
+    size_t stored;
+    roundtrip(raw, n, &stored);
+    ck_assert_uint_le(stored, n);
+    for (size_t len = 1; len <= 600; len += 7) {
+        ut_fill_random(raw, len, len);
+        roundtrip(raw, len, &stored);
+        ck_assert_uint_le(stored, len);
+    }
+    free(raw);
+}
+END_TEST
+
+/* A zstd stored form of compressible but non-trivial data. */
+static uint8_t *make_frame(size_t n, uint8_t **raw_out, size_t *stored)
+{
+    uint8_t *raw = ut_xmalloc(n);
+    fill(raw, n, DATA_TEXT, 11);
+    for (size_t i = 0; i < n; i += 97) raw[i] = (uint8_t)(i >> 3);
+    uint8_t *st = ut_xmalloc(codec_bound(n));
+    uint8_t codec;
+    ck_assert_int_eq(codec_encode(raw, n, st, codec_bound(n), 1, &codec, stored), 0);
+    ck_assert_int_eq(codec, CODEC_ZSTD);
+    *raw_out = raw;
+    return st;
+}
+
+START_TEST(test_corrupt_zstd)
+{
+    size_t n = 64 * 1024, stored;
+    uint8_t *raw;
+    uint8_t *st = make_frame(n, &raw, &stored);
+    uint8_t *bad = ut_xmalloc(stored);
+    uint8_t *out = ut_xmalloc(n + 64);
+
+    /* Broken magic number. */
+    for (int i = 0; i < 4; i++) {
+        memcpy(bad, st, stored);
+        bad[i] ^= 0xFF;
+        ck_assert_int_eq(codec_decode(CODEC_ZSTD, bad, stored, out, n), -EIO);
+    }
+    /* Truncated frames. */
+    size_t cuts[] = {0, 1, 4, 8, stored / 2, stored - 1};
+    for (size_t i = 0; i < sizeof cuts / sizeof cuts[0]; i++)
+        ck_assert_int_eq(codec_decode(CODEC_ZSTD, st, cuts[i], out, n), -EIO);
+    /* Garbage. */
+    ut_fill_random(bad, stored, 1234);
+    ck_assert_int_eq(codec_decode(CODEC_ZSTD, bad, stored, out, n), -EIO);
+    memset(bad, 0, stored);
+    ck_assert_int_eq(codec_decode(CODEC_ZSTD, bad, stored, out, n), -EIO);
+
+    /* Any flipped byte: the decoder may produce wrong bytes (the store's hash
+    ** catches those) but must return 0 or -EIO and never write past dst. */
+    int eio = 0;
+    for (size_t pos = 0; pos < stored; pos += (stored < 2000 ? 1 : stored / 2000)) {
+        memcpy(bad, st, stored);
+        bad[pos] ^= (uint8_t)(1u << (pos % 8));
+        memset(out, 0xA5, n + 64);
+        int rc = codec_decode(CODEC_ZSTD, bad, stored, out, n);
+        ck_assert_msg(rc == 0 || rc == -EIO, "flip at %zu: rc %d", pos, rc);
+        if (rc == -EIO) eio++;
+        for (size_t i = 0; i < 64; i++) ck_assert_uint_eq(out[n + i], 0xA5);
+    }
+    ck_assert_int_gt(eio, 0);
+    free(out);
+    free(bad);
+    free(st);
+    free(raw);
+}
+END_TEST
+
+START_TEST(test_wrong_raw_len)
+{
+    size_t n = 64 * 1024, stored;
+    uint8_t *raw;
+    uint8_t *st = make_frame(n, &raw, &stored);
+    uint8_t *out = ut_xmalloc(n + 64);
+    ck_assert_int_eq(codec_decode(CODEC_ZSTD, st, stored, out, n), 0);
+    ck_assert_int_eq(codec_decode(CODEC_ZSTD, st, stored, out, n - 1), -EIO);
+    ck_assert_int_eq(codec_decode(CODEC_ZSTD, st, stored, out, n + 1), -EIO);
+    ck_assert_int_eq(codec_decode(CODEC_ZSTD, st, stored, out, 1), -EIO);
+    ck_assert_int_eq(codec_decode(CODEC_ZSTD, st, stored, out, 0), -EIO);
+    /* Raw: the stored length must equal the raw length. */
+    ck_assert_int_eq(codec_decode(CODEC_RAW, raw, 100, out, 101), -EIO);
+    ck_assert_int_eq(codec_decode(CODEC_RAW, raw, 101, out, 100), -EIO);
+    free(out);
+    free(st);
+    free(raw);
+}
+END_TEST
+
+START_TEST(test_unknown_codec)
+{
+    uint8_t src[16] = {0}, dst[16];
+    ck_assert_int_eq(codec_decode(CODEC_MAX + 1, src, 16, dst, 16), -EINVAL);
+    ck_assert_int_eq(codec_decode(0xFF, src, 16, dst, 16), -EINVAL);
+    ck_assert_str_eq(codec_name(CODEC_RAW), "raw");
+    ck_assert_str_eq(codec_name(CODEC_ZSTD), "zstd");
+    ck_assert_str_eq(codec_name(0xFF), "?");
+}
+END_TEST
+
+START_TEST(test_small_cap)
+{
+    size_t n = 4096;
+    uint8_t *raw = ut_xmalloc(n);
+    memset(raw, 0, n);
+    uint8_t *st = ut_xmalloc(codec_bound(n));
+    uint8_t codec;
+    size_t stored;
+    ck_assert_int_eq(codec_encode(raw, n, st, codec_bound(n) - 1, 1, &codec, &stored), -EINVAL);
+    ck_assert_int_eq(codec_encode(raw, n, st, n, 1, &codec, &stored), -EINVAL);
+    ck_assert_int_eq(codec_encode(raw, n, st, 0, 1, &codec, &stored), -EINVAL);
+    ck_assert_int_eq(codec_encode(raw, n, st, codec_bound(n), 1, &codec, &stored), 0);
+    free(st);
+    free(raw);
+}
+END_TEST
+
+/* Levels other than the default still round-trip. */
+START_TEST(test_levels)
+{
+    size_t n = 200000;
+    uint8_t *raw = ut_xmalloc(n), *st = ut_xmalloc(codec_bound(n)), *out = ut_xmalloc(n);
+    fill(raw, n, DATA_TEXT, 1);
+    int levels[] = {-5, 1, 3, 9, 19};
+    for (size_t i = 0; i < sizeof levels / sizeof levels[0]; i++) {
+        uint8_t codec;
+        size_t stored;
+        ck_assert_int_eq(codec_encode(raw, n, st, codec_bound(n), levels[i], &codec, &stored), 0);
+        ck_assert_uint_le(stored, n);
+        ck_assert_int_eq(codec_decode(codec, st, stored, out, n), 0);
+        ck_assert(memcmp(out, raw, n) == 0);
+    }
+    free(out);
+    free(st);
+    free(raw);
+}
+END_TEST
+
+int main(void)
+{
+    ut_root_init("codec");
+    Suite *s = suite_create("codec");
+    TCase *tc = tcase_create("codec");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_roundtrip_sizes);
+    tcase_add_test(tc, test_empty_and_one_byte);
+    tcase_add_test(tc, test_zstd_decode_small_frames);
+    tcase_add_test(tc, test_random_1mib_stays_raw);
+    tcase_add_test(tc, test_zeros_1mib_compress);
+    tcase_add_test(tc, test_repetitive_1mib_compress);
+    tcase_add_test(tc, test_never_larger);
+    tcase_add_test(tc, test_corrupt_zstd);
+    tcase_add_test(tc, test_wrong_raw_len);
+    tcase_add_test(tc, test_unknown_codec);
+    tcase_add_test(tc, test_small_cap);
+    tcase_add_test(tc, test_levels);
+    suite_add_tcase(s, tc);
+    return ut_run(s);
+}

@@ -1,0 +1,762 @@
+/*
+** unit_ingest.c: tests of the write path (src/ingest.h) against a real store
+** in a temp directory (64 KiB blocks, two workers), without FUSE.
+**
+** Every test keeps a reference copy of what the file should hold and checks
+** ingest_read against it while the file is dirty, after each commit, and
+** through a freshly opened store (a new node table, a cold block cache):
+** sequential streaming writes; random-offset writes (stage mode); truncate
+** down and up; all-zero blocks stored as holes; durable commits; an fsync
+** (non-final commit) followed by more appends; removal of the staging file
+** at the final commit; and adopting a staging file left by a crash.
+*/
+#include "../src/common.h"
+#include "../src/ingest.h"
+#include "../src/node.h"
+#include "../src/store.h"
+#include "unit_util.h"
+
+#include <pthread.h>
+#include <sys/stat.h>
+
+#define BS (64 * 1024)
+
+struct fx {
+    char dir[128];
+    struct store *st;
+    node_table *nt;
+};
+
+static void fx_start(struct fx *f)
+{
+    struct store_opts o;
+    store_default_opts(&o);
+    o.block_size = BS;
+    o.threads = 2;
+    o.cache_bytes = 1 << 20;
+    o.reserve_bytes = 0;
+    ck_assert_int_eq(store_open(f->dir, &o, &f->st), 0);
+    ck_assert_int_eq(store_start(f->st), 0);
+    ck_assert_int_eq(node_table_create(&f->nt), 0);
+}
+
+static void fx_open(struct fx *f)
+{
+    ut_newdir(f->dir);
+    fx_start(f);
+}
+
+static void fx_stop(struct fx *f)
+{
+    node_table_destroy(f->nt);
+    store_close(f->st);
+    f->nt = NULL;
+    f->st = NULL;
+}
+
+/* Close and reopen the store: new node table, cold cache. */
+static void fx_reopen(struct fx *f)
+{
+    fx_stop(f);
+    fx_start(f);
+}
+
+static uint64_t fx_mkfile(struct fx *f, const char *name)
+{
+    int64_t now = ck_now_ns();
+    struct fsm_attr a = {.mode = S_IFREG | 0644, .uid = getuid(), .gid = getgid(),
+                         .nlink = 1, .atime = now, .mtime = now, .ctime = now};
+    ck_assert_int_eq(fsmeta_mkinode(f->st->meta, &a, NULL, 0), 0);
+    ck_assert_int_eq(fsmeta_link(f->st->meta, FSMETA_ROOT_INO, name, a.ino), 0);
+    return a.ino;
+}
+
+static struct node *pin(struct fx *f, uint64_t ino)
+{
+    struct node *n = node_pin(f->nt, ino);
+    ck_assert_ptr_nonnull(n);
+    return n;
+}
+
+static void staging_path(char *out, const struct fx *f, uint64_t ino)
+{
+    snprintf(out, 200, "%s/staging/%llu", f->dir, (unsigned long long)ino);
+}
+
+static int staging_count(const struct fx *f)
+{
+    char p[160];
+    snprintf(p, sizeof p, "%s/staging", f->dir);
+    return ut_count_entries(p);
+}
+
+static void wr(struct fx *f, struct node *n, const uint8_t *buf, size_t len, uint64_t off)
+{
+    ck_assert_int_eq(ingest_write(f->st, n, buf, len, off), 0);
+}
+
+/* Check n reads as ref[0..size): whole, in odd-sized pieces, and past EOF. */
+static void check_content(struct fx *f, struct node *n, const uint8_t *ref, size_t size)
+{
+    uint8_t *buf = ut_xmalloc(size + 4096);
+    size_t got = 12345;
+    ck_assert_int_eq(ingest_read(f->st, n, buf, size + 4096, 0, &got), 0);
+    ck_assert_uint_eq(got, size);
+    for (size_t i = 0; i < size; i++)
+        if (buf[i] != ref[i])
+            ck_abort_msg("byte %zu of %zu: got %u want %u", i, size, buf[i], ref[i]);
+    /* Pieces that straddle block boundaries. */
+    for (size_t off = 0; off < size; off += 40009) {
+        size_t len = CK_MIN((size_t)30011, size - off);
+        memset(buf, 0xEE, len);
+        ck_assert_int_eq(ingest_read(f->st, n, buf, 30011, off, &got), 0);
+        ck_assert_uint_eq(got, len);
+        ck_assert_msg(memcmp(buf, ref + off, len) == 0, "piece at %zu differs", off);
+    }
+    if (size > 0) {
+        ck_assert_int_eq(ingest_read(f->st, n, buf, 10, size - 1, &got), 0);
+        ck_assert_uint_eq(got, 1);
+        ck_assert_uint_eq(buf[0], ref[size - 1]);
+    }
+    ck_assert_int_eq(ingest_read(f->st, n, buf, 10, size, &got), 0);
+    ck_assert_uint_eq(got, 0);
+    ck_assert_int_eq(ingest_read(f->st, n, buf, 10, size + 100000, &got), 0);
+    ck_assert_uint_eq(got, 0);
+    free(buf);
+}
+
+/* Check the committed metadata of ino: size, sorted non-overlapping extents
+** inside the file and on block boundaries, no all-zero extent needed
+** (zero_blocks_are_holes), stored equal to the sum of stored lengths.
+** Returns the number of extents. */
+static size_t check_meta(struct fx *f, uint64_t ino, const uint8_t *ref, size_t size)
+{
+    struct fsm_attr a;
+    ck_assert_int_eq(fsmeta_getattr(f->st->meta, ino, &a), 0);
+    ck_assert_uint_eq(a.size, size);
+    struct fsm_extent *e = NULL;
+    size_t n = 0;
+    ck_assert_int_eq(fsmeta_extents(f->st->meta, ino, &e, &n), 0);
+    uint64_t stored = 0, end = 0;
+    for (size_t i = 0; i < n; i++) {
+        ck_assert_uint_ge(e[i].file_off, end);
+        ck_assert_uint_eq(e[i].file_off % BS, 0);
+        ck_assert_uint_gt(e[i].c.raw_len, 0);
+        ck_assert_uint_le(e[i].c.raw_len, BS);
+        ck_assert_uint_le(e[i].file_off + e[i].c.raw_len, size);
+        ck_assert_uint_ne(e[i].c.id, 0);
+        end = e[i].file_off + e[i].c.raw_len;
+        stored += e[i].c.stored_len;
+    }
+    ck_assert_uint_eq(a.stored, stored);
+    /* Every block holding a non-zero byte is covered by an extent. */
+    for (size_t b = 0; b < size; b += BS) {
+        size_t len = CK_MIN((size_t)BS, size - b);
+        if (ck_is_zero(ref + b, len)) continue;
+        int covered = 0;
+        for (size_t i = 0; i < n; i++)
+            covered |= e[i].file_off == b;
+        ck_assert_msg(covered, "block at %zu has data but no extent", b);
+    }
+    free(e);
+    return n;
+}
+
+/* Check through a fresh store, then leave the store open again. */
+static void check_after_reopen(struct fx *f, uint64_t ino, const uint8_t *ref, size_t size)
+{
+    fx_reopen(f);
+    struct node *n = pin(f, ino);
+    check_content(f, n, ref, size);
+    node_unpin(f->nt, n);
+    check_meta(f, ino, ref, size);
+}
+
+START_TEST(test_seq_write)
+{
+    struct fx f;
+    fx_open(&f);
+    uint64_t ino = fx_mkfile(&f, "seq");
+    struct node *n = pin(&f, ino);
+    const size_t N = 1000000;
+    uint8_t *ref = ut_xmalloc(N);
+    ut_fill_random(ref, N, 1);
+    static const size_t steps[] = {1, 7, 4096, 65536, 100000, 3333, 65535, 131072, 10};
+    size_t off = 0;
+    for (int i = 0; off < N; i++) {
+        size_t len = CK_MIN(steps[i % 9], N - off);
+        wr(&f, n, ref + off, len, off);
+        off += len;
+        if (i == 4) check_content(&f, n, ref, off); /* mid-stream, dirty */
+    }
+    /* Pending size and times show while dirty; the row is not written yet. */
+    struct fsm_attr pa, a;
+    ck_assert_int_eq(ingest_getattr(f.st, n, &pa), 0);
+    ck_assert_uint_eq(pa.size, N);
+    ck_assert_int_eq(fsmeta_getattr(f.st->meta, ino, &a), 0);
+    ck_assert_uint_eq(a.size, 0);
+    check_content(&f, n, ref, N);
+    ck_assert_int_eq(staging_count(&f), 0); /* streamed: no staging file */
+
+    ck_assert_int_eq(ingest_commit(f.st, n, 0, 1), 0);
+    size_t next = check_meta(&f, ino, ref, N);
+    ck_assert_uint_eq(next, (N + BS - 1) / BS); /* random data: no holes */
+    ck_assert_int_eq(fsmeta_getattr(f.st->meta, ino, &a), 0);
+    ck_assert_int_eq(a.mtime, pa.mtime); /* the pending times were committed */
+    struct fsm_attr ca;
+    ck_assert_int_eq(ingest_getattr(f.st, n, &ca), 0);
+    ck_assert_uint_eq(ca.size, N);
+    ck_assert_uint_eq(ca.stored, a.stored);
+    check_content(&f, n, ref, N);
+    node_unpin(f.nt, n);
+    check_after_reopen(&f, ino, ref, N);
+    fx_stop(&f);
+    free(ref);
+}
+END_TEST
+
+/* Random writes (some past the end, leaving gaps), checked against ref. */
+static void random_writes(struct fx *f, struct node *n, uint8_t *ref, size_t *size,
+                          size_t cap, int count, uint64_t *seed)
+{
+    uint8_t *data = ut_xmalloc(20000);
+    for (int i = 0; i < count; i++) {
+        size_t off = (size_t)(ut_rand(seed) % (cap - 20000));
+        size_t len = 1 + (size_t)(ut_rand(seed) % 19999);
+        ut_fill_random(data, len, ut_rand(seed));
+        wr(f, n, data, len, off);
+        memcpy(ref + off, data, len);
+        *size = CK_MAX(*size, off + len);
+        if (i % 10 == 9) check_content(f, n, ref, *size);
+    }
+    free(data);
+}
+
+START_TEST(test_random_writes)
+{
+    struct fx f;
+    fx_open(&f);
+    uint64_t ino = fx_mkfile(&f, "rnd");
+    struct node *n = pin(&f, ino);
+    const size_t CAP = 400000;
+    uint8_t *ref = ut_xmalloc(CAP);
+    memset(ref, 0, CAP);
+    size_t size = 0;
+    uint64_t seed = 0x1234567;
+    /* The first write is not at 0: a gap, straight into stage mode. */
+    uint8_t first[3000];
+    ut_fill_random(first, sizeof first, 77);
+    wr(&f, n, first, sizeof first, 100000);
+    memcpy(ref + 100000, first, sizeof first);
+    size = 100000 + sizeof first;
+    check_content(&f, n, ref, size);
+    char sp[200];
+    staging_path(sp, &f, ino);
+    ck_assert_int_ge(ut_file_size(sp), 0); /* body staged in STORE/staging/<ino> */
+
+    random_writes(&f, n, ref, &size, CAP, 40, &seed);
+    check_content(&f, n, ref, size);
+    ck_assert_int_eq(ingest_commit(f.st, n, 0, 0), 0); /* fsync-style */
+    check_content(&f, n, ref, size);
+    check_meta(&f, ino, ref, size);
+    random_writes(&f, n, ref, &size, CAP, 20, &seed);
+    check_content(&f, n, ref, size);
+    ck_assert_int_eq(ingest_commit(f.st, n, 0, 1), 0);
+    check_content(&f, n, ref, size);
+    check_meta(&f, ino, ref, size);
+    ck_assert_int_eq(staging_count(&f), 0);
+    node_unpin(f.nt, n);
+    check_after_reopen(&f, ino, ref, size);
+
+    /* Overwrite the committed file at random places (copies it to staging). */
+    n = pin(&f, ino);
+    random_writes(&f, n, ref, &size, CAP, 20, &seed);
+    check_content(&f, n, ref, size);
+    ck_assert_int_eq(ingest_commit(f.st, n, 0, 1), 0);
+    check_content(&f, n, ref, size);
+    node_unpin(f.nt, n);
+    check_after_reopen(&f, ino, ref, size);
+    fx_stop(&f);
+    free(ref);
+}
+END_TEST
+
+START_TEST(test_truncate)
+{
+    struct fx f;
+    fx_open(&f);
+    uint64_t ino = fx_mkfile(&f, "trunc");
+    struct node *n = pin(&f, ino);
+    const size_t CAP = 300000;
+    uint8_t *ref = ut_xmalloc(CAP);
+    ut_fill_random(ref, 200000, 3);
+    for (size_t off = 0; off < 200000; off += 50000) wr(&f, n, ref + off, 50000, off);
+    check_content(&f, n, ref, 200000);
+
+    /* Down while streaming, then up: the extension reads as zeros. */
+    ck_assert_int_eq(ingest_truncate(f.st, n, 70000), 0);
+    check_content(&f, n, ref, 70000);
+    ck_assert_int_eq(ingest_truncate(f.st, n, 250000), 0);
+    memset(ref + 70000, 0, 250000 - 70000);
+    check_content(&f, n, ref, 250000);
+    struct fsm_attr pa;
+    ck_assert_int_eq(ingest_getattr(f.st, n, &pa), 0);
+    ck_assert_uint_eq(pa.size, 250000);
+    ck_assert_int_eq(ingest_commit(f.st, n, 0, 1), 0);
+    check_content(&f, n, ref, 250000);
+    ck_assert_uint_eq(check_meta(&f, ino, ref, 250000), 2); /* blocks 0 and 1 only */
+    node_unpin(f.nt, n);
+    check_after_reopen(&f, ino, ref, 250000);
+
+    /* On a committed (clean) file: down, commit, up, commit. */
+    n = pin(&f, ino);
+    ck_assert_int_eq(ingest_truncate(f.st, n, 1000), 0);
+    check_content(&f, n, ref, 1000);
+    ck_assert_int_eq(ingest_commit(f.st, n, 0, 1), 0);
+    check_content(&f, n, ref, 1000);
+    check_meta(&f, ino, ref, 1000);
+    ck_assert_int_eq(ingest_truncate(f.st, n, 5000), 0);
+    memset(ref + 1000, 0, 4000);
+    check_content(&f, n, ref, 5000);
+    ck_assert_int_eq(ingest_commit(f.st, n, 0, 1), 0);
+    check_content(&f, n, ref, 5000);
+    node_unpin(f.nt, n);
+    check_after_reopen(&f, ino, ref, 5000);
+
+    /* To zero, then write again (the O_TRUNC case). */
+    n = pin(&f, ino);
+    ck_assert_int_eq(ingest_truncate(f.st, n, 0), 0);
+    check_content(&f, n, ref, 0);
+    ut_fill_random(ref, 3000, 4);
+    wr(&f, n, ref, 3000, 0);
+    check_content(&f, n, ref, 3000);
+    ck_assert_int_eq(ingest_commit(f.st, n, 0, 1), 0);
+    check_content(&f, n, ref, 3000);
+    check_meta(&f, ino, ref, 3000);
+    node_unpin(f.nt, n);
+    check_after_reopen(&f, ino, ref, 3000);
+    ck_assert_int_eq(staging_count(&f), 0);
+    fx_stop(&f);
+    free(ref);
+}
+END_TEST
+
+/* ftruncate up on an empty file, then sequential appends fill the hole. */
+START_TEST(test_truncate_up_then_append)
+{
+    struct fx f;
+    fx_open(&f);
+    uint64_t ino = fx_mkfile(&f, "preallocated");
+    struct node *n = pin(&f, ino);
+    const size_t CAP = 200000;
+    uint8_t *ref = ut_xmalloc(CAP);
+    memset(ref, 0, CAP);
+    ck_assert_int_eq(ingest_truncate(f.st, n, 100000), 0);
+    check_content(&f, n, ref, 100000);
+    uint8_t *data = ut_xmalloc(130000);
+    ut_fill_random(data, 130000, 5);
+    wr(&f, n, data, 50000, 0);
+    memcpy(ref, data, 50000);
+    check_content(&f, n, ref, 100000); /* data, then the rest of the hole */
+    wr(&f, n, data + 50000, 80000, 50000);
+    memcpy(ref + 50000, data + 50000, 80000);
+    free(data);
+    check_content(&f, n, ref, 130000);
+    ck_assert_int_eq(ingest_commit(f.st, n, 0, 1), 0);
+    check_content(&f, n, ref, 130000);
+    check_meta(&f, ino, ref, 130000);
+    node_unpin(f.nt, n);
+    check_after_reopen(&f, ino, ref, 130000);
+
+    /* And a hole left at the end of a committed stream. */
+    uint64_t ino2 = fx_mkfile(&f, "tailhole");
+    n = pin(&f, ino2);
+    ut_fill_random(ref, 70000, 6);
+    memset(ref + 70000, 0, 100000);
+    wr(&f, n, ref, 70000, 0);
+    ck_assert_int_eq(ingest_truncate(f.st, n, 170000), 0);
+    check_content(&f, n, ref, 170000);
+    ck_assert_int_eq(ingest_commit(f.st, n, 0, 1), 0);
+    check_content(&f, n, ref, 170000);
+    ck_assert_uint_eq(check_meta(&f, ino2, ref, 170000), 2);
+    node_unpin(f.nt, n);
+    check_after_reopen(&f, ino2, ref, 170000);
+    fx_stop(&f);
+    free(ref);
+}
+END_TEST
+
+START_TEST(test_zero_holes)
+{
+    struct fx f;
+    fx_open(&f);
+    /* Streamed: data, three zero blocks, data, a zero tail. */
+    uint64_t ino = fx_mkfile(&f, "holes");
+    struct node *n = pin(&f, ino);
+    const size_t N = 5 * BS + 1000;
+    uint8_t *ref = ut_xmalloc(N);
+    memset(ref, 0, N);
+    ut_fill_random(ref, BS, 7);
+    ut_fill_random(ref + 4 * BS, BS, 8);
+    for (size_t off = 0; off < N; off += 10000) wr(&f, n, ref + off, CK_MIN((size_t)10000, N - off), off);
+    check_content(&f, n, ref, N);
+    ck_assert_int_eq(ingest_commit(f.st, n, 0, 1), 0);
+    check_content(&f, n, ref, N);
+    struct fsm_extent *e;
+    size_t ne;
+    ck_assert_int_eq(fsmeta_extents(f.st->meta, ino, &e, &ne), 0);
+    ck_assert_uint_eq(ne, 2);
+    ck_assert_uint_eq(e[0].file_off, 0);
+    ck_assert_uint_eq(e[1].file_off, 4 * BS);
+    free(e);
+    check_meta(&f, ino, ref, N);
+    node_unpin(f.nt, n);
+
+    /* All zeros: no extents at all, nothing stored, reads zeros. */
+    uint64_t z = fx_mkfile(&f, "zeros");
+    n = pin(&f, z);
+    uint8_t *zero = ut_xmalloc(200000);
+    memset(zero, 0, 200000);
+    wr(&f, n, zero, 123456, 0);
+    wr(&f, n, zero, 200000 - 123456, 123456);
+    ck_assert_int_eq(ingest_commit(f.st, n, 0, 1), 0);
+    check_content(&f, n, zero, 200000);
+    ck_assert_int_eq(fsmeta_extents(f.st->meta, z, &e, &ne), 0);
+    ck_assert_uint_eq(ne, 0);
+    free(e);
+    struct fsm_attr a;
+    ck_assert_int_eq(fsmeta_getattr(f.st->meta, z, &a), 0);
+    ck_assert_uint_eq(a.size, 200000);
+    ck_assert_uint_eq(a.stored, 0);
+    node_unpin(f.nt, n);
+
+    /* Stage mode: zeros written at an offset, a little data at 0. */
+    uint64_t s = fx_mkfile(&f, "stagedholes");
+    n = pin(&f, s);
+    memset(ref, 0, N);
+    wr(&f, n, zero, 50000, 100000);
+    ref[5] = 0x42;
+    wr(&f, n, ref + 5, 1, 5);
+    check_content(&f, n, ref, 150000);
+    ck_assert_int_eq(ingest_commit(f.st, n, 0, 1), 0);
+    check_content(&f, n, ref, 150000);
+    ck_assert_uint_eq(check_meta(&f, s, ref, 150000), 1);
+    node_unpin(f.nt, n);
+
+    check_after_reopen(&f, z, zero, 200000);
+    check_after_reopen(&f, s, ref, 150000);
+    fx_stop(&f);
+    free(zero);
+    free(ref);
+}
+END_TEST
+
+START_TEST(test_durable_commit)
+{
+    struct fx f;
+    fx_open(&f);
+    uint64_t ino = fx_mkfile(&f, "durable");
+    struct node *n = pin(&f, ino);
+    const size_t N = 300000;
+    uint8_t *ref = ut_xmalloc(N);
+    ut_fill_random(ref, N, 9);
+    wr(&f, n, ref, N, 0);
+    ck_assert_int_eq(ingest_commit(f.st, n, 1, 1), 0);
+    check_content(&f, n, ref, N);
+    /* A durable commit with nothing new (fsync of a clean file). */
+    ck_assert_int_eq(ingest_commit(f.st, n, 1, 0), 0);
+    check_meta(&f, ino, ref, N);
+    /* Stage mode, durable. */
+    ut_fill_random(ref + 1000, 5000, 10);
+    wr(&f, n, ref + 1000, 5000, 1000);
+    ck_assert_int_eq(ingest_commit(f.st, n, 1, 1), 0);
+    check_content(&f, n, ref, N);
+    node_unpin(f.nt, n);
+    check_after_reopen(&f, ino, ref, N);
+    fx_stop(&f);
+    free(ref);
+}
+END_TEST
+
+/* fsync (a non-final durable commit) in the middle of a stream, then more
+** appends and the final commit: the file holds all of it. */
+START_TEST(test_fsync_then_append)
+{
+    struct fx f;
+    fx_open(&f);
+    uint64_t ino = fx_mkfile(&f, "ckpt");
+    struct node *n = pin(&f, ino);
+    const size_t N1 = 100000, N = 250000;
+    uint8_t *ref = ut_xmalloc(N);
+    ut_fill_random(ref, N, 11);
+    wr(&f, n, ref, 60000, 0);
+    wr(&f, n, ref + 60000, N1 - 60000, 60000);
+    ck_assert_int_eq(ingest_commit(f.st, n, 1, 0), 0);
+    check_content(&f, n, ref, N1);
+    check_meta(&f, ino, ref, N1);
+
+    /* What another connection (a tool) sees now: the first part, complete. */
+    char db[200];
+    snprintf(db, sizeof db, "%s/meta.db", f.dir);
+    fsmeta *ro;
+    ck_assert_int_eq(fsmeta_open(db, 1, 0, 0, &ro), 0);
+    struct fsm_attr a;
+    ck_assert_int_eq(fsmeta_getattr(ro, ino, &a), 0);
+    ck_assert_uint_eq(a.size, N1);
+    struct fsm_extent *e;
+    size_t ne;
+    ck_assert_int_eq(fsmeta_extents(ro, ino, &e, &ne), 0);
+    uint64_t covered = 0;
+    for (size_t i = 0; i < ne; i++) covered += e[i].c.raw_len;
+    ck_assert_uint_eq(covered, N1);
+    uint8_t *blk = ut_xmalloc(BS);
+    for (size_t i = 0; i < ne; i++) {
+        ck_assert_int_eq(store_verify_block(f.st, &e[i].c, blk), 0);
+        ck_assert(memcmp(blk, ref + e[i].file_off, e[i].c.raw_len) == 0);
+    }
+    free(blk);
+    free(e);
+    fsmeta_close(ro);
+
+    wr(&f, n, ref + N1, 70000, N1);
+    ck_assert_int_eq(ingest_commit(f.st, n, 0, 0), 0); /* a second fsync */
+    check_content(&f, n, ref, N1 + 70000);
+    wr(&f, n, ref + N1 + 70000, N - N1 - 70000, N1 + 70000);
+    check_content(&f, n, ref, N);
+    ck_assert_int_eq(ingest_commit(f.st, n, 0, 1), 0);
+    check_content(&f, n, ref, N);
+    size_t k = check_meta(&f, ino, ref, N);
+    /* The tail blocks of the earlier commits are no longer referenced. */
+    struct fsm_stats s;
+    ck_assert_int_eq(fsmeta_stats(f.st->meta, &s), 0);
+    ck_assert_uint_eq(s.chunks, k);
+    node_unpin(f.nt, n);
+    check_after_reopen(&f, ino, ref, N);
+    fx_stop(&f);
+    free(ref);
+}
+END_TEST
+
+START_TEST(test_staging_removed)
+{
+    struct fx f;
+    fx_open(&f);
+    uint64_t ino = fx_mkfile(&f, "staged");
+    struct node *n = pin(&f, ino);
+    uint8_t data[7000], ref[12000];
+    memset(ref, 0, sizeof ref);
+    ut_fill_random(data, sizeof data, 12);
+    wr(&f, n, data, sizeof data, 5000);
+    memcpy(ref + 5000, data, sizeof data);
+    char sp[200];
+    staging_path(sp, &f, ino);
+    ck_assert_int_eq(ut_file_size(sp), 12000);
+    ck_assert_int_eq(staging_count(&f), 1);
+    ck_assert_int_eq(ingest_commit(f.st, n, 0, 0), 0);
+    check_content(&f, n, ref, sizeof ref);
+    ck_assert_int_eq(ingest_commit(f.st, n, 0, 1), 0);
+    ck_assert_int_eq(staging_count(&f), 0);
+    ck_assert_int_eq(ut_file_size(sp), -1);
+    check_content(&f, n, ref, sizeof ref);
+    /* truncate to 0 of a staged file drops its staging file too. */
+    wr(&f, n, data, 100, 50);
+    ck_assert_int_eq(staging_count(&f), 1);
+    ck_assert_int_eq(ingest_truncate(f.st, n, 0), 0);
+    ck_assert_int_eq(ingest_commit(f.st, n, 0, 1), 0);
+    ck_assert_int_eq(staging_count(&f), 0);
+    check_content(&f, n, ref, 0);
+    node_unpin(f.nt, n);
+    check_after_reopen(&f, ino, ref, 0);
+    fx_stop(&f);
+}
+END_TEST
+
+START_TEST(test_adopt_stage)
+{
+    struct fx f;
+    fx_open(&f);
+    uint64_t ino = fx_mkfile(&f, "recovered");
+    const size_t N = 300000;
+    uint8_t *ref = ut_xmalloc(N);
+    ut_fill_random(ref, N, 13);
+    memset(ref + BS, 0, 2 * BS); /* two zero blocks: holes */
+
+    /* Give the file some committed content first: adoption replaces it. */
+    struct node *n = pin(&f, ino);
+    uint8_t old[5000];
+    ut_fill_random(old, sizeof old, 14);
+    wr(&f, n, old, sizeof old, 0);
+    ck_assert_int_eq(ingest_commit(f.st, n, 0, 1), 0);
+
+    char sp[200];
+    staging_path(sp, &f, ino);
+    int wfd = open(sp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    ck_assert_int_ge(wfd, 0);
+    ck_assert_int_eq(write(wfd, ref, N), (ssize_t)N);
+    close(wfd);
+    int fd = store_stage_open(f.st, ino, 0);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(ingest_adopt_stage(f.st, n, fd), 0);
+    check_content(&f, n, ref, N);
+    ck_assert_uint_eq(check_meta(&f, ino, ref, N), (N + BS - 1) / BS - 2);
+    ck_assert_int_eq(staging_count(&f), 0);
+    node_unpin(f.nt, n);
+    check_after_reopen(&f, ino, ref, N);
+
+    /* A file that never had content, adopted on a fresh node. */
+    uint64_t ino2 = fx_mkfile(&f, "recovered2");
+    staging_path(sp, &f, ino2);
+    wfd = open(sp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    ck_assert_int_ge(wfd, 0);
+    ck_assert_int_eq(write(wfd, ref, 1234), 1234);
+    close(wfd);
+    n = pin(&f, ino2);
+    ck_assert_int_eq(ingest_adopt_stage(f.st, n, store_stage_open(f.st, ino2, 0)), 0);
+    check_content(&f, n, ref, 1234);
+    node_unpin(f.nt, n);
+    check_after_reopen(&f, ino2, ref, 1234);
+    ck_assert_int_eq(staging_count(&f), 0);
+    fx_stop(&f);
+    free(ref);
+}
+END_TEST
+
+/* Out of space (a reserve larger than the disk): writes or commits fail with
+** -ENOSPC and the committed content stays as it was. */
+START_TEST(test_enospc_keeps_committed)
+{
+    struct fx f;
+    fx_open(&f);
+    uint64_t ino = fx_mkfile(&f, "full");
+    struct node *n = pin(&f, ino);
+    const size_t N = 150000;
+    uint8_t *ref = ut_xmalloc(N), *data = ut_xmalloc(3 * BS);
+    ut_fill_random(ref, N, 15);
+    wr(&f, n, ref, N, 0);
+    ck_assert_int_eq(ingest_commit(f.st, n, 0, 1), 0);
+    node_unpin(f.nt, n);
+    fx_stop(&f);
+
+    struct store_opts o;
+    store_default_opts(&o);
+    o.block_size = BS;
+    o.threads = 2;
+    o.cache_bytes = 1 << 20;
+    o.reserve_bytes = 1ull << 60;
+    ck_assert_int_eq(store_open(f.dir, &o, &f.st), 0);
+    ck_assert_int_eq(store_start(f.st), 0);
+    ck_assert_int_eq(node_table_create(&f.nt), 0);
+    int lvl = ck_log_level;
+    ck_log_level = -1;
+
+    /* Overwrite in place: the commit cannot store the blocks. */
+    n = pin(&f, ino);
+    ut_fill_random(data, 1000, 16);
+    int rc = ingest_write(f.st, n, data, 1000, 5000);
+    if (rc == 0) rc = ingest_commit(f.st, n, 0, 1);
+    ck_assert_int_eq(rc, -ENOSPC);
+    check_content(&f, n, ref, N);
+    check_meta(&f, ino, ref, N);
+    /* Extending the file: refused. */
+    ck_assert_int_eq(ingest_write(f.st, n, data, 1000, N + 10), -ENOSPC);
+    ingest_commit(f.st, n, 0, 1);
+    check_content(&f, n, ref, N);
+    node_unpin(f.nt, n);
+
+    /* A new streamed file: the write or the commit fails; nothing half-made. */
+    uint64_t ino2 = fx_mkfile(&f, "full2");
+    n = pin(&f, ino2);
+    ut_fill_random(data, 3 * BS, 17);
+    rc = 0;
+    for (size_t off = 0; off < 3 * BS && rc == 0; off += BS)
+        rc = ingest_write(f.st, n, data + off, BS, off);
+    int crc = ingest_commit(f.st, n, 0, 1);
+    ck_assert_int_eq(rc < 0 ? rc : crc, -ENOSPC);
+    struct fsm_attr a;
+    ck_assert_int_eq(fsmeta_getattr(f.st->meta, ino2, &a), 0);
+    ck_assert_uint_eq(a.size, 0);
+    check_content(&f, n, data, 0);
+    node_unpin(f.nt, n);
+    ck_log_level = lvl;
+    check_after_reopen(&f, ino, ref, N); /* reopened with the normal reserve */
+    fx_stop(&f);
+    free(data);
+    free(ref);
+}
+END_TEST
+
+/* Several files streamed at once share the worker pool. */
+struct writer {
+    struct fx *f;
+    struct node *n;
+    uint8_t *ref;
+    size_t len;
+    int rc;
+};
+
+static void *writer_thread(void *arg)
+{
+    struct writer *w = arg;
+    w->rc = 0;
+    for (size_t off = 0; off < w->len && w->rc == 0; off += 7000)
+        w->rc = ingest_write(w->f->st, w->n, w->ref + off, CK_MIN((size_t)7000, w->len - off), off);
+    if (w->rc == 0) w->rc = ingest_commit(w->f->st, w->n, 0, 1);
+    return NULL;
+}
+
+START_TEST(test_parallel_files)
+{
+    struct fx f;
+    fx_open(&f);
+    enum { K = 3 };
+    struct writer w[K];
+    pthread_t th[K];
+    uint64_t ino[K];
+    for (int i = 0; i < K; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "p%d", i);
+        ino[i] = fx_mkfile(&f, name);
+        w[i] = (struct writer){.f = &f, .n = pin(&f, ino[i]), .len = 300000 + 1111 * (size_t)i};
+        w[i].ref = ut_xmalloc(w[i].len);
+        ut_fill_random(w[i].ref, w[i].len, 100 + (uint64_t)i);
+    }
+    for (int i = 0; i < K; i++)
+        ck_assert_int_eq(pthread_create(&th[i], NULL, writer_thread, &w[i]), 0);
+    for (int i = 0; i < K; i++) pthread_join(th[i], NULL);
+    for (int i = 0; i < K; i++) {
+        ck_assert_int_eq(w[i].rc, 0);
+        check_content(&f, w[i].n, w[i].ref, w[i].len);
+        node_unpin(f.nt, w[i].n);
+    }
+    fx_reopen(&f);
+    for (int i = 0; i < K; i++) {
+        struct node *n = pin(&f, ino[i]);
+        check_content(&f, n, w[i].ref, w[i].len);
+        node_unpin(f.nt, n);
+        check_meta(&f, ino[i], w[i].ref, w[i].len);
+        free(w[i].ref);
+    }
+    fx_stop(&f);
+}
+END_TEST
+
+int main(void)
+{
+    ut_root_init("ingest");
+    Suite *s = suite_create("ingest");
+    TCase *tc = tcase_create("ingest");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_seq_write);
+    tcase_add_test(tc, test_random_writes);
+    tcase_add_test(tc, test_truncate);
+    tcase_add_test(tc, test_truncate_up_then_append);
+    tcase_add_test(tc, test_zero_holes);
+    tcase_add_test(tc, test_durable_commit);
+    tcase_add_test(tc, test_fsync_then_append);
+    tcase_add_test(tc, test_staging_removed);
+    tcase_add_test(tc, test_adopt_stage);
+    tcase_add_test(tc, test_enospc_keeps_committed);
+    tcase_add_test(tc, test_parallel_files);
+    suite_add_tcase(s, tc);
+    return ut_run(s);
+}

@@ -1,0 +1,714 @@
+/*
+** unit_pack.c: tests of pack files (src/pack.h) and of the store's block
+** checks on top of them (src/store.h).
+**
+** Record headers: encode/decode round trip and the on-disk layout; decode
+** rejects a bad magic, a bad version and any flipped byte the checksum
+** covers. Packsets in a temp directory: append records of many sizes and
+** read each back; reads with a wrong expectation (hash, lengths, codec,
+** offset) fail with -EIO; a flipped payload byte passes pack_read but fails
+** store_read_block/store_verify_block; pack_scan visits clean packs in order
+** and stops at a torn record with its offset; rollover to new packs; ENOSPC
+** from the free-space reserve; EROFS on a readonly packset; pack_sync.
+*/
+#include "../src/codec.h"
+#include "../src/common.h"
+#include "../src/pack.h"
+#include "../src/store.h"
+#include "unit_util.h"
+
+#include <pthread.h>
+#include <xxhash.h>
+
+static const struct pack_opts big_opts = {.max_pack_bytes = 1ull << 30, .reserve_bytes = 0};
+
+static void packs_path(char *out, const char *dir)
+{
+    snprintf(out, 160, "%s/packs", dir);
+}
+
+static void pack_file(char *out, const char *dir, uint32_t id)
+{
+    snprintf(out, 200, "%s/packs/%08u.pack", dir, id);
+}
+
+/* One appended test record. */
+struct rec {
+    struct pack_rec r;
+    uint8_t *data;
+    uint32_t pack;
+    uint64_t off;
+};
+
+static void make_rec(struct rec *x, uint32_t len, uint64_t seed)
+{
+    x->data = ut_xmalloc(len);
+    ut_fill_random(x->data, len, seed);
+    x->r = (struct pack_rec){.codec = (uint8_t)(seed % 2), .raw_len = len + (uint32_t)seed,
+                             .stored_len = len, .hash = XXH3_64bits(x->data, len)};
+}
+
+static void append_rec(packset *ps, struct rec *x)
+{
+    ck_assert_int_eq(pack_append(ps, &x->r, x->data, &x->pack, &x->off), 0);
+}
+
+static void check_read(packset *ps, const struct rec *x)
+{
+    uint8_t *buf = ut_xmalloc(x->r.stored_len);
+    ck_assert_int_eq(pack_read(ps, x->pack, x->off, &x->r, buf), 0);
+    ck_assert(x->r.stored_len == 0 || memcmp(buf, x->data, x->r.stored_len) == 0);
+    free(buf);
+}
+
+START_TEST(test_rec_roundtrip)
+{
+    struct pack_rec in[] = {
+        {.codec = CODEC_RAW, .raw_len = 0, .stored_len = 0, .hash = 0},
+        {.codec = CODEC_ZSTD, .raw_len = 1 << 20, .stored_len = 12345, .hash = 0x0123456789ABCDEFull},
+        {.codec = 0xFF, .raw_len = UINT32_MAX, .stored_len = UINT32_MAX, .hash = UINT64_MAX},
+        {.codec = CODEC_RAW, .raw_len = 7, .stored_len = 7, .hash = 0x8000000000000001ull},
+    };
+    for (size_t i = 0; i < sizeof in / sizeof in[0]; i++) {
+        uint8_t h[PACK_REC_HDR];
+        memset(h, 0xCC, sizeof h);
+        pack_rec_encode(&in[i], h);
+        /* Layout as documented in pack.h. */
+        ck_assert(memcmp(h, "CKPR", 4) == 0);
+        ck_assert_uint_eq(h[4], PACK_VERSION);
+        ck_assert_uint_eq(h[5], in[i].codec);
+        ck_assert_uint_eq(h[6], 0);
+        ck_assert_uint_eq(h[7], 0);
+        ck_assert_uint_eq(ck_get32(h + 8), in[i].raw_len);
+        ck_assert_uint_eq(ck_get32(h + 12), in[i].stored_len);
+        ck_assert(ck_get64(h + 16) == in[i].hash);
+        ck_assert_uint_eq(ck_get32(h + 24), XXH32(h, 24, 0));
+        for (int k = 28; k < 32; k++) ck_assert_uint_eq(h[k], 0);
+        struct pack_rec out;
+        memset(&out, 0x77, sizeof out);
+        ck_assert_int_eq(pack_rec_decode(h, &out), 0);
+        ck_assert_uint_eq(out.codec, in[i].codec);
+        ck_assert_uint_eq(out.raw_len, in[i].raw_len);
+        ck_assert_uint_eq(out.stored_len, in[i].stored_len);
+        ck_assert(out.hash == in[i].hash);
+    }
+}
+END_TEST
+
+START_TEST(test_rec_decode_rejects)
+{
+    struct pack_rec in = {.codec = CODEC_ZSTD, .raw_len = 4096, .stored_len = 100,
+                          .hash = 0xDEADBEEFCAFEF00Dull}, out;
+    uint8_t good[PACK_REC_HDR], h[PACK_REC_HDR];
+    pack_rec_encode(&in, good);
+
+    memcpy(h, good, sizeof h);
+    h[0] = 'X';
+    ck_assert_int_eq(pack_rec_decode(h, &out), -EIO);
+    memcpy(h, good, sizeof h);
+    memcpy(h, "CKPT", 4);
+    ck_assert_int_eq(pack_rec_decode(h, &out), -EIO);
+
+    /* Bad version, even with a recomputed checksum. */
+    memcpy(h, good, sizeof h);
+    h[4] = PACK_VERSION + 1;
+    ck_assert_int_eq(pack_rec_decode(h, &out), -EIO);
+    ck_put32(h + 24, XXH32(h, 24, 0));
+    ck_assert_int_eq(pack_rec_decode(h, &out), -EIO);
+    h[4] = 0;
+    ck_put32(h + 24, XXH32(h, 24, 0));
+    ck_assert_int_eq(pack_rec_decode(h, &out), -EIO);
+
+    /* Any flipped bit in bytes 0..27 (covered fields and the checksum). */
+    for (int byte = 0; byte < 28; byte++)
+        for (int bit = 0; bit < 8; bit++) {
+            memcpy(h, good, sizeof h);
+            h[byte] ^= (uint8_t)(1u << bit);
+            ck_assert_msg(pack_rec_decode(h, &out) == -EIO, "flip byte %d bit %d accepted",
+                          byte, bit);
+        }
+    /* All zeros (a hole in a pack file) is not a record. */
+    memset(h, 0, sizeof h);
+    ck_assert_int_eq(pack_rec_decode(h, &out), -EIO);
+    ck_assert_int_eq(pack_rec_decode(good, &out), 0);
+}
+END_TEST
+
+START_TEST(test_append_read)
+{
+    char dir[128], pdir[160], f[200];
+    ut_newdir(dir);
+    packs_path(pdir, dir);
+    packset *ps;
+    ck_assert_int_eq(pack_open(pdir, &big_opts, &ps), 0);
+    ck_assert_uint_eq(pack_max_id(ps), 0);
+
+    uint32_t lens[] = {0, 1, 31, 32, 33, 100, 4096, 65537, 300000, 5};
+    enum { N = sizeof lens / sizeof lens[0] };
+    struct rec x[N];
+    uint64_t expect_off = PACK_FILE_HDR;
+    for (int i = 0; i < N; i++) {
+        make_rec(&x[i], lens[i], (uint64_t)i + 1);
+        append_rec(ps, &x[i]);
+        ck_assert_uint_eq(x[i].pack, 1);
+        ck_assert_uint_eq(x[i].off, expect_off); /* records are not padded */
+        expect_off += PACK_REC_HDR + lens[i];
+    }
+    ck_assert_uint_eq(pack_max_id(ps), 1);
+    uint64_t size = 0;
+    ck_assert_int_eq(pack_size(ps, 1, &size), 0);
+    ck_assert_uint_eq(size, expect_off);
+    /* Read back in a different order than written. */
+    for (int i = N - 1; i >= 0; i--) check_read(ps, &x[i]);
+    for (int i = 0; i < N; i++) check_read(ps, &x[i]);
+
+    /* The file header. */
+    pack_file(f, dir, 1);
+    int fd = open(f, O_RDONLY);
+    ck_assert_int_ge(fd, 0);
+    uint8_t h[PACK_FILE_HDR];
+    ck_assert_int_eq(pread(fd, h, sizeof h, 0), (ssize_t)sizeof h);
+    close(fd);
+    ck_assert(memcmp(h, "CKPTPACK", 8) == 0);
+    ck_assert_uint_eq(ck_get32(h + 8), PACK_VERSION);
+    ck_assert_uint_eq(ck_get32(h + 12), 1);
+    pack_close(ps);
+
+    /* A new packset reads the old records and appends to a new pack. */
+    ck_assert_int_eq(pack_open(pdir, &big_opts, &ps), 0);
+    ck_assert_uint_eq(pack_max_id(ps), 1);
+    for (int i = 0; i < N; i++) check_read(ps, &x[i]);
+    struct rec y;
+    make_rec(&y, 777, 99);
+    append_rec(ps, &y);
+    ck_assert_uint_eq(y.pack, 2);
+    ck_assert_uint_eq(y.off, PACK_FILE_HDR);
+    ck_assert_uint_eq(pack_max_id(ps), 2);
+    check_read(ps, &y);
+    ck_assert_int_eq(pack_size(ps, 1, &size), 0);
+    ck_assert_uint_eq(size, expect_off); /* the old pack was not touched */
+    pack_close(ps);
+    for (int i = 0; i < N; i++) free(x[i].data);
+    free(y.data);
+}
+END_TEST
+
+START_TEST(test_read_mismatch)
+{
+    char dir[128], pdir[160];
+    ut_newdir(dir);
+    packs_path(pdir, dir);
+    packset *ps;
+    ck_assert_int_eq(pack_open(pdir, &big_opts, &ps), 0);
+    struct rec a, b;
+    make_rec(&a, 1000, 2);
+    make_rec(&b, 2000, 3);
+    append_rec(ps, &a);
+    append_rec(ps, &b);
+    uint8_t *buf = ut_xmalloc(4096);
+    struct pack_rec e;
+
+    e = a.r; e.hash ^= 1;
+    ck_assert_int_eq(pack_read(ps, a.pack, a.off, &e, buf), -EIO);
+    e = a.r; e.raw_len += 1;
+    ck_assert_int_eq(pack_read(ps, a.pack, a.off, &e, buf), -EIO);
+    e = a.r; e.stored_len -= 1;
+    ck_assert_int_eq(pack_read(ps, a.pack, a.off, &e, buf), -EIO);
+    e = a.r; e.stored_len += 1;
+    ck_assert_int_eq(pack_read(ps, a.pack, a.off, &e, buf), -EIO);
+    e = a.r; e.codec ^= 1;
+    ck_assert_int_eq(pack_read(ps, a.pack, a.off, &e, buf), -EIO);
+    e = a.r; e.codec = 0xFF;
+    ck_assert_int_eq(pack_read(ps, a.pack, a.off, &e, buf), -EIO);
+    /* Right expectation, wrong place: another record, mid-record, past the end. */
+    ck_assert_int_eq(pack_read(ps, a.pack, b.off, &a.r, buf), -EIO);
+    ck_assert_int_eq(pack_read(ps, a.pack, a.off + 1, &a.r, buf), -EIO);
+    ck_assert_int_eq(pack_read(ps, a.pack, 0, &a.r, buf), -EIO);
+    ck_assert_int_eq(pack_read(ps, b.pack, b.off + 10000, &b.r, buf), -EIO);
+    /* The last record, expecting more bytes than the file has. */
+    e = b.r; e.stored_len += 100;
+    ck_assert_int_eq(pack_read(ps, b.pack, b.off, &e, buf), -EIO);
+    /* A pack that does not exist. */
+    ck_assert_int_eq(pack_read(ps, 7, PACK_FILE_HDR, &a.r, buf), -EIO);
+    /* And the right ones still read. */
+    check_read(ps, &a);
+    check_read(ps, &b);
+    pack_close(ps);
+    free(buf);
+    free(a.data);
+    free(b.data);
+}
+END_TEST
+
+static void flip_byte(const char *path, uint64_t off)
+{
+    int fd = open(path, O_RDWR);
+    ck_assert_int_ge(fd, 0);
+    uint8_t c;
+    ck_assert_int_eq(pread(fd, &c, 1, (off_t)off), 1);
+    c ^= 0x10;
+    ck_assert_int_eq(pwrite(fd, &c, 1, (off_t)off), 1);
+    close(fd);
+}
+
+/* pack_read checks the header only: a flipped payload byte reads back. */
+START_TEST(test_payload_flip_pack_read)
+{
+    char dir[128], pdir[160], f[200];
+    ut_newdir(dir);
+    packs_path(pdir, dir);
+    packset *ps;
+    ck_assert_int_eq(pack_open(pdir, &big_opts, &ps), 0);
+    struct rec a;
+    make_rec(&a, 5000, 4);
+    append_rec(ps, &a);
+    ck_assert_int_eq(pack_sync(ps, a.pack), 0);
+    pack_close(ps);
+    pack_file(f, dir, a.pack);
+    flip_byte(f, a.off + PACK_REC_HDR + 1234);
+
+    ck_assert_int_eq(pack_open(pdir, &big_opts, &ps), 0);
+    uint8_t *buf = ut_xmalloc(5000);
+    ck_assert_int_eq(pack_read(ps, a.pack, a.off, &a.r, buf), 0);
+    ck_assert_uint_eq(buf[1234], a.data[1234] ^ 0x10);
+    ck_assert(memcmp(buf, a.data, 1234) == 0);
+    pack_close(ps);
+    free(buf);
+    free(a.data);
+}
+END_TEST
+
+static void open_store(const char *dir, struct store **st)
+{
+    struct store_opts o;
+    store_default_opts(&o);
+    o.block_size = 64 * 1024;
+    o.threads = 1;
+    o.cache_bytes = 1 << 20;
+    o.reserve_bytes = 0;
+    ck_assert_int_eq(store_open(dir, &o, st), 0);
+}
+
+/* The store layer checks the raw hash: a flipped payload byte is -EIO for
+** both a raw and a zstd block, read through a cold cache. */
+START_TEST(test_payload_flip_store)
+{
+    char dir[128], f[200];
+    ut_newdir(dir);
+    struct store *st;
+    open_store(dir, &st);
+    size_t n = 64 * 1024;
+    uint8_t *rnd = ut_xmalloc(n), *txt = ut_xmalloc(n), *buf = ut_xmalloc(n);
+    ut_fill_random(rnd, n, 5);
+    for (size_t i = 0; i < n; i++) txt[i] = (uint8_t)("0123456789abcdef"[i % 16] + (i / 4096));
+    struct fsm_chunk cr, cz, cok;
+    ck_assert_int_eq(store_put_block(st, rnd, n, &cr), 0);
+    ck_assert_int_eq(store_put_block(st, txt, n, &cz), 0);
+    ck_assert_int_eq(store_put_block(st, rnd, 1000, &cok), 0);
+    ck_assert_int_eq(cr.codec, CODEC_RAW);
+    ck_assert_int_eq(cz.codec, CODEC_ZSTD);
+    ck_assert_uint_eq(cr.id, 0);
+    ck_assert(cr.hash == XXH3_64bits(rnd, n));
+    ck_assert_uint_eq(cr.raw_len, n);
+    ck_assert_uint_eq(cz.raw_len, n);
+    ck_assert_uint_lt(cz.stored_len, n);
+    /* Sound before the damage. */
+    ck_assert_int_eq(store_verify_block(st, &cr, buf), 0);
+    ck_assert(memcmp(buf, rnd, n) == 0);
+    ck_assert_int_eq(store_verify_block(st, &cz, buf), 0);
+    ck_assert(memcmp(buf, txt, n) == 0);
+    ck_assert_int_eq(store_sync_extents(st, (struct fsm_extent[]){{0, cr}}, 1), 0);
+    store_close(st);
+
+    pack_file(f, dir, cr.pack);
+    flip_byte(f, cr.off + PACK_REC_HDR + 100);
+    pack_file(f, dir, cz.pack);
+    flip_byte(f, cz.off + PACK_REC_HDR + cz.stored_len / 2);
+
+    /* pack_read alone does not notice. */
+    char pdir[160];
+    packs_path(pdir, dir);
+    packset *ps;
+    ck_assert_int_eq(pack_open(pdir, &big_opts, &ps), 0);
+    struct pack_rec r = {.codec = cr.codec, .raw_len = cr.raw_len,
+                         .stored_len = cr.stored_len, .hash = cr.hash};
+    ck_assert_int_eq(pack_read(ps, cr.pack, cr.off, &r, buf), 0);
+    pack_close(ps);
+
+    int lvl = ck_log_level;
+    ck_log_level = -1; /* the corrupt-block errors are expected */
+    open_store(dir, &st);
+    ck_assert_int_eq(store_verify_block(st, &cr, buf), -EIO);
+    ck_assert_int_eq(store_read_block(st, &cr, 0, n, buf), -EIO);
+    ck_assert_int_eq(store_read_block(st, &cr, 0, 10, buf), -EIO);
+    ck_assert_int_eq(store_verify_block(st, &cz, buf), -EIO);
+    ck_assert_int_eq(store_read_block(st, &cz, 0, n, buf), -EIO);
+    /* A chunk with a wrong hash is also refused. */
+    struct fsm_chunk bad = cok;
+    bad.hash ^= 1;
+    ck_assert_int_eq(store_verify_block(st, &bad, buf), -EIO);
+    ck_log_level = lvl;
+    /* The undamaged block still reads, through the cache and without. */
+    ck_assert_int_eq(store_read_block(st, &cok, 10, 500, buf), 0);
+    ck_assert(memcmp(buf, rnd + 10, 500) == 0);
+    ck_assert_int_eq(store_verify_block(st, &cok, buf), 0);
+    ck_assert(memcmp(buf, rnd, 1000) == 0);
+    store_close(st);
+    free(rnd);
+    free(txt);
+    free(buf);
+}
+END_TEST
+
+struct visit {
+    int n;
+    uint64_t off[64];
+    struct pack_rec r[64];
+    int stop_after; /* return 1 once n reaches this (0: never) */
+    int fail_with;
+};
+
+static int visit_cb(void *ctx, uint64_t off, const struct pack_rec *r)
+{
+    struct visit *v = ctx;
+    if (v->fail_with && v->n == v->stop_after) return v->fail_with;
+    if (v->n < 64) v->off[v->n] = off, v->r[v->n] = *r;
+    v->n++;
+    return v->stop_after && v->n >= v->stop_after && !v->fail_with;
+}
+
+START_TEST(test_scan_clean)
+{
+    char dir[128], pdir[160];
+    ut_newdir(dir);
+    packs_path(pdir, dir);
+    packset *ps;
+    ck_assert_int_eq(pack_open(pdir, &big_opts, &ps), 0);
+    enum { N = 12 };
+    struct rec x[N];
+    for (int i = 0; i < N; i++) {
+        make_rec(&x[i], (uint32_t)(i * 997 % 5000), (uint64_t)i);
+        append_rec(ps, &x[i]);
+    }
+    struct visit v = {0};
+    uint64_t bad = 12345;
+    ck_assert_int_eq(pack_scan(ps, 1, visit_cb, &v, &bad), 0);
+    ck_assert_int_eq(v.n, N);
+    for (int i = 0; i < N; i++) {
+        ck_assert_uint_eq(v.off[i], x[i].off);
+        ck_assert_uint_eq(v.r[i].codec, x[i].r.codec);
+        ck_assert_uint_eq(v.r[i].raw_len, x[i].r.raw_len);
+        ck_assert_uint_eq(v.r[i].stored_len, x[i].r.stored_len);
+        ck_assert(v.r[i].hash == x[i].r.hash);
+    }
+    /* The callback stops the walk. */
+    struct visit w = {.stop_after = 3};
+    ck_assert_int_eq(pack_scan(ps, 1, visit_cb, &w, &bad), 0);
+    ck_assert_int_eq(w.n, 3);
+    /* A negative return ends it with that error. */
+    struct visit e = {.stop_after = 2, .fail_with = -ECANCELED};
+    ck_assert_int_eq(pack_scan(ps, 1, visit_cb, &e, &bad), -ECANCELED);
+    ck_assert_int_eq(e.n, 2);
+    pack_close(ps);
+
+    /* An empty pack (header only) scans to nothing; a missing one fails. */
+    ck_assert_int_eq(pack_open(pdir, &big_opts, &ps), 0);
+    struct rec y;
+    make_rec(&y, 10, 1);
+    ck_assert_int_eq(pack_append(ps, &y.r, y.data, &y.pack, &y.off), 0);
+    ck_assert_uint_eq(y.pack, 2);
+    pack_close(ps);
+    char f[200];
+    pack_file(f, dir, 2);
+    ck_assert_int_eq(truncate(f, PACK_FILE_HDR), 0);
+    ck_assert_int_eq(pack_open(pdir, &big_opts, &ps), 0);
+    struct visit z = {0};
+    ck_assert_int_eq(pack_scan(ps, 2, visit_cb, &z, &bad), 0);
+    ck_assert_int_eq(z.n, 0);
+    ck_assert_int_lt(pack_scan(ps, 9, visit_cb, &z, &bad), 0);
+    pack_close(ps);
+    for (int i = 0; i < N; i++) free(x[i].data);
+    free(y.data);
+}
+END_TEST
+
+/* Truncate the pack at cut bytes into the last record: the scan visits the
+** whole records and reports the torn one. */
+static void torn_case(uint64_t cut_into_last)
+{
+    char dir[128], pdir[160], f[200];
+    ut_newdir(dir);
+    packs_path(pdir, dir);
+    packset *ps;
+    ck_assert_int_eq(pack_open(pdir, &big_opts, &ps), 0);
+    struct rec x[4];
+    for (int i = 0; i < 4; i++) {
+        make_rec(&x[i], 1000 + 100 * (uint32_t)i, (uint64_t)i + 20);
+        append_rec(ps, &x[i]);
+    }
+    pack_close(ps);
+    pack_file(f, dir, 1);
+    ck_assert_int_eq(truncate(f, (off_t)(x[3].off + cut_into_last)), 0);
+
+    ck_assert_int_eq(pack_open(pdir, &big_opts, &ps), 0);
+    struct visit v = {0};
+    uint64_t bad = 0;
+    ck_assert_int_eq(pack_scan(ps, 1, visit_cb, &v, &bad), -EIO);
+    ck_assert_uint_eq(bad, x[3].off);
+    ck_assert_int_eq(v.n, 3);
+    for (int i = 0; i < 3; i++) ck_assert_uint_eq(v.off[i], x[i].off);
+    /* Whole records before the tear still read; the torn one does not. */
+    for (int i = 0; i < 3; i++) check_read(ps, &x[i]);
+    uint8_t *buf = ut_xmalloc(x[3].r.stored_len);
+    ck_assert_int_eq(pack_read(ps, 1, x[3].off, &x[3].r, buf), -EIO);
+    free(buf);
+    pack_close(ps);
+    for (int i = 0; i < 4; i++) free(x[i].data);
+}
+
+START_TEST(test_scan_torn_payload)
+{
+    torn_case(PACK_REC_HDR + 500); /* mid-payload */
+}
+END_TEST
+
+START_TEST(test_scan_torn_header)
+{
+    torn_case(PACK_REC_HDR / 2); /* mid-header */
+}
+END_TEST
+
+START_TEST(test_scan_torn_last_byte)
+{
+    torn_case(PACK_REC_HDR + 1300 - 1); /* one byte short */
+}
+END_TEST
+
+/* Garbage in the middle (a zeroed header) also stops the scan there. */
+START_TEST(test_scan_garbled)
+{
+    char dir[128], pdir[160], f[200];
+    ut_newdir(dir);
+    packs_path(pdir, dir);
+    packset *ps;
+    ck_assert_int_eq(pack_open(pdir, &big_opts, &ps), 0);
+    struct rec x[3];
+    for (int i = 0; i < 3; i++) {
+        make_rec(&x[i], 300, (uint64_t)i + 40);
+        append_rec(ps, &x[i]);
+    }
+    pack_close(ps);
+    pack_file(f, dir, 1);
+    flip_byte(f, x[1].off + 9); /* raw length field of record 1 */
+    ck_assert_int_eq(pack_open(pdir, &big_opts, &ps), 0);
+    struct visit v = {0};
+    uint64_t bad = 0;
+    ck_assert_int_eq(pack_scan(ps, 1, visit_cb, &v, &bad), -EIO);
+    ck_assert_uint_eq(bad, x[1].off);
+    ck_assert_int_eq(v.n, 1);
+    pack_close(ps);
+    for (int i = 0; i < 3; i++) free(x[i].data);
+}
+END_TEST
+
+START_TEST(test_rollover)
+{
+    char dir[128], pdir[160];
+    ut_newdir(dir);
+    packs_path(pdir, dir);
+    /* Room for three 1000-byte records per pack. */
+    struct pack_opts o = {.max_pack_bytes = PACK_FILE_HDR + 3 * (PACK_REC_HDR + 1000),
+                          .reserve_bytes = 0};
+    packset *ps;
+    ck_assert_int_eq(pack_open(pdir, &o, &ps), 0);
+    enum { N = 10 };
+    struct rec x[N];
+    for (int i = 0; i < N; i++) {
+        make_rec(&x[i], 1000, (uint64_t)i + 60);
+        append_rec(ps, &x[i]);
+        ck_assert_uint_eq(x[i].pack, (uint32_t)(i / 3 + 1));
+    }
+    ck_assert_uint_eq(pack_max_id(ps), 4);
+    for (int i = 0; i < N; i++) check_read(ps, &x[i]);
+    int total = 0;
+    for (uint32_t id = 1; id <= pack_max_id(ps); id++) {
+        uint64_t size, bad;
+        ck_assert_int_eq(pack_size(ps, id, &size), 0);
+        ck_assert_uint_le(size, o.max_pack_bytes);
+        struct visit v = {0};
+        ck_assert_int_eq(pack_scan(ps, id, visit_cb, &v, &bad), 0);
+        total += v.n;
+    }
+    ck_assert_int_eq(total, N);
+    /* A record bigger than a whole pack still goes in, alone in a new pack. */
+    struct rec big;
+    make_rec(&big, 5000, 77);
+    append_rec(ps, &big);
+    ck_assert_uint_eq(big.pack, 5);
+    ck_assert_uint_eq(big.off, PACK_FILE_HDR);
+    check_read(ps, &big);
+    pack_close(ps);
+
+    ck_assert_int_eq(pack_open(pdir, &o, &ps), 0);
+    ck_assert_uint_eq(pack_max_id(ps), 5);
+    for (int i = 0; i < N; i++) check_read(ps, &x[i]);
+    pack_close(ps);
+    for (int i = 0; i < N; i++) free(x[i].data);
+    free(big.data);
+}
+END_TEST
+
+START_TEST(test_enospc)
+{
+    char dir[128], pdir[160];
+    ut_newdir(dir);
+    packs_path(pdir, dir);
+    struct pack_opts o = {.max_pack_bytes = 1ull << 30, .reserve_bytes = 1ull << 60};
+    packset *ps;
+    ck_assert_int_eq(pack_open(pdir, &o, &ps), 0);
+    struct rec a;
+    make_rec(&a, 100, 1);
+    ck_assert_int_eq(pack_append(ps, &a.r, a.data, &a.pack, &a.off), -ENOSPC);
+    ck_assert_int_eq(pack_append(ps, &a.r, a.data, &a.pack, &a.off), -ENOSPC);
+    pack_close(ps);
+    /* With the reserve lifted, appends work again. */
+    ck_assert_int_eq(pack_open(pdir, &big_opts, &ps), 0);
+    append_rec(ps, &a);
+    check_read(ps, &a);
+    pack_close(ps);
+    free(a.data);
+}
+END_TEST
+
+START_TEST(test_readonly)
+{
+    char dir[128], pdir[160];
+    ut_newdir(dir);
+    packs_path(pdir, dir);
+    struct pack_opts ro = {.max_pack_bytes = 1ull << 30, .readonly = 1};
+    packset *ps;
+    /* Readonly does not create the directory. */
+    ck_assert_int_lt(pack_open(pdir, &ro, &ps), 0);
+    ck_assert_int_eq(access(pdir, F_OK), -1);
+
+    ck_assert_int_eq(pack_open(pdir, &big_opts, &ps), 0);
+    struct rec a;
+    make_rec(&a, 2222, 8);
+    append_rec(ps, &a);
+    pack_close(ps);
+
+    ck_assert_int_eq(pack_open(pdir, &ro, &ps), 0);
+    ck_assert_uint_eq(pack_max_id(ps), 1);
+    struct rec b;
+    make_rec(&b, 10, 9);
+    ck_assert_int_eq(pack_append(ps, &b.r, b.data, &b.pack, &b.off), -EROFS);
+    check_read(ps, &a);
+    struct visit v = {0};
+    uint64_t bad;
+    ck_assert_int_eq(pack_scan(ps, 1, visit_cb, &v, &bad), 0);
+    ck_assert_int_eq(v.n, 1);
+    ck_assert_uint_eq(pack_max_id(ps), 1);
+    pack_close(ps);
+    ck_assert_int_eq(ut_count_entries(pdir), 1); /* no pack 2 was made */
+    free(a.data);
+    free(b.data);
+}
+END_TEST
+
+START_TEST(test_sync)
+{
+    char dir[128], pdir[160];
+    ut_newdir(dir);
+    packs_path(pdir, dir);
+    packset *ps;
+    ck_assert_int_eq(pack_open(pdir, &big_opts, &ps), 0);
+    struct rec a;
+    make_rec(&a, 4096, 10);
+    append_rec(ps, &a);
+    ck_assert_int_eq(pack_sync(ps, a.pack), 0);
+    ck_assert_int_eq(pack_sync(ps, a.pack), 0);
+    ck_assert_int_lt(pack_sync(ps, a.pack + 5), 0); /* no such pack */
+    check_read(ps, &a);
+    pack_close(ps);
+    free(a.data);
+}
+END_TEST
+
+/* Appends from several threads land in distinct, readable records. */
+struct thr {
+    packset *ps;
+    struct rec x[20];
+    int id;
+};
+
+static void *append_thread(void *arg)
+{
+    struct thr *t = arg;
+    for (int i = 0; i < 20; i++)
+        if (pack_append(t->ps, &t->x[i].r, t->x[i].data, &t->x[i].pack, &t->x[i].off) < 0)
+            t->x[i].pack = 0;
+    return NULL;
+}
+
+START_TEST(test_concurrent_append)
+{
+    char dir[128], pdir[160];
+    ut_newdir(dir);
+    packs_path(pdir, dir);
+    struct pack_opts o = {.max_pack_bytes = 64 * 1024, .reserve_bytes = 0};
+    packset *ps;
+    ck_assert_int_eq(pack_open(pdir, &o, &ps), 0);
+    struct thr t[4];
+    pthread_t th[4];
+    for (int k = 0; k < 4; k++) {
+        t[k].ps = ps;
+        t[k].id = k;
+        for (int i = 0; i < 20; i++)
+            make_rec(&t[k].x[i], (uint32_t)(100 + 317 * i + k), (uint64_t)(k * 100 + i));
+        ck_assert_int_eq(pthread_create(&th[k], NULL, append_thread, &t[k]), 0);
+    }
+    for (int k = 0; k < 4; k++) pthread_join(th[k], NULL);
+    int total = 0;
+    for (int k = 0; k < 4; k++)
+        for (int i = 0; i < 20; i++) {
+            ck_assert_uint_ne(t[k].x[i].pack, 0);
+            check_read(ps, &t[k].x[i]);
+        }
+    for (uint32_t id = 1; id <= pack_max_id(ps); id++) {
+        struct visit v = {0};
+        uint64_t bad;
+        ck_assert_int_eq(pack_scan(ps, id, visit_cb, &v, &bad), 0);
+        total += v.n;
+    }
+    ck_assert_int_eq(total, 80);
+    pack_close(ps);
+    for (int k = 0; k < 4; k++)
+        for (int i = 0; i < 20; i++) free(t[k].x[i].data);
+}
+END_TEST
+
+int main(void)
+{
+    ut_root_init("pack");
+    Suite *s = suite_create("pack");
+    TCase *tc = tcase_create("pack");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_rec_roundtrip);
+    tcase_add_test(tc, test_rec_decode_rejects);
+    tcase_add_test(tc, test_append_read);
+    tcase_add_test(tc, test_read_mismatch);
+    tcase_add_test(tc, test_payload_flip_pack_read);
+    tcase_add_test(tc, test_payload_flip_store);
+    tcase_add_test(tc, test_scan_clean);
+    tcase_add_test(tc, test_scan_torn_payload);
+    tcase_add_test(tc, test_scan_torn_header);
+    tcase_add_test(tc, test_scan_torn_last_byte);
+    tcase_add_test(tc, test_scan_garbled);
+    tcase_add_test(tc, test_rollover);
+    tcase_add_test(tc, test_enospc);
+    tcase_add_test(tc, test_readonly);
+    tcase_add_test(tc, test_sync);
+    tcase_add_test(tc, test_concurrent_append);
+    suite_add_tcase(s, tc);
+    return ut_run(s);
+}

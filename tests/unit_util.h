@@ -1,0 +1,118 @@
+/*
+** unit_util.h: helpers shared by the unit tests (header-only).
+**
+** Every test program makes one root directory under /tmp in main() (in the
+** parent process, before any test forks) and removes it after the run, so a
+** failing test that exits early still leaves nothing behind. Tests make their
+** own scratch directories inside it with ut_newdir(). Also: a deterministic
+** PRNG for test data and small file helpers.
+*/
+#ifndef CKPT_UNIT_UTIL_H
+#define CKPT_UNIT_UTIL_H
+
+#include <check.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static char ut_root[64];
+
+/* Make the per-program root directory; call from main() before running. */
+static inline void ut_root_init(const char *prog)
+{
+    snprintf(ut_root, sizeof ut_root, "/tmp/ckptfs-%s-XXXXXX", prog);
+    if (!mkdtemp(ut_root)) {
+        perror("mkdtemp");
+        exit(2);
+    }
+}
+
+static inline int ut_rm_one(const char *p, const struct stat *sb, int flag, struct FTW *f)
+{
+    (void)sb; (void)f;
+    return flag == FTW_DP ? rmdir(p) : unlink(p);
+}
+
+/* Remove a directory tree (no error if it is missing). */
+static inline void ut_rmtree(const char *path)
+{
+    nftw(path, ut_rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* A fresh empty directory under the root; path must hold 128 bytes. */
+static inline void ut_newdir(char *path)
+{
+    snprintf(path, 128, "%s/t-XXXXXX", ut_root);
+    ck_assert_msg(mkdtemp(path) != NULL, "mkdtemp under %s failed", ut_root);
+}
+
+/* Deterministic xorshift64* bytes: the same seed always gives the same data. */
+static inline void ut_fill_random(void *buf, size_t len, uint64_t seed)
+{
+    uint64_t x = seed * 0x9E3779B97F4A7C15ull + 0x2545F4914F6CDD1Dull;
+    uint8_t *p = buf;
+    for (size_t i = 0; i < len; i++) {
+        if (i % 8 == 0) {
+            x ^= x >> 12;
+            x ^= x << 25;
+            x ^= x >> 27;
+        }
+        p[i] = (uint8_t)((x * 0x2545F4914F6CDD1Dull) >> (8 * (i % 8)));
+    }
+}
+
+/* A small PRNG for offsets and lengths. */
+static inline uint64_t ut_rand(uint64_t *s)
+{
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return *s;
+}
+
+static inline void *ut_xmalloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    ck_assert_ptr_nonnull(p);
+    return p;
+}
+
+/* Number of entries (but . and ..) in a directory; -1 if it cannot be read. */
+static inline int ut_count_entries(const char *path)
+{
+    DIR *d = opendir(path);
+    if (!d) return -1;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) n++;
+    closedir(d);
+    return n;
+}
+
+/* Size of a file, -1 if missing. */
+static inline long long ut_file_size(const char *path)
+{
+    struct stat sb;
+    return stat(path, &sb) < 0 ? -1 : (long long)sb.st_size;
+}
+
+/* Run a suite, remove the root, and turn the result into an exit status. */
+static inline int ut_run(Suite *s)
+{
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_VERBOSE);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    ut_rmtree(ut_root);
+    return failed == 0 ? 0 : 1;
+}
+
+#endif
