@@ -65,6 +65,18 @@ static void path_of(fsmeta *m, uint64_t ino, char *out, size_t cap)
     snprintf(out, cap, "%s", tmp[0] ? tmp : "/");
 }
 
+/* Print s as a JSON string: quotes, backslashes and control bytes escaped. */
+static void json_str(const char *s)
+{
+    putchar('"');
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\') printf("\\%c", *p);
+        else if (*p < 0x20) printf("\\u%04x", *p);
+        else putchar(*p);
+    }
+    putchar('"');
+}
+
 struct file_ctx {
     fsmeta *m;
     int json, n;
@@ -75,11 +87,13 @@ static int print_file(void *vctx, uint64_t ino, uint64_t size, uint64_t stored)
     struct file_ctx *c = vctx;
     char path[PATH_MAX];
     path_of(c->m, ino, path, sizeof path);
-    if (c->json)
-        printf("%s\n    {\"ino\": %llu, \"path\": \"%s\", \"bytes\": %llu, \"stored\": %llu, "
-               "\"ratio\": %.4f}", c->n++ ? "," : "", (unsigned long long)ino, path,
+    if (c->json) {
+        printf("%s\n    {\"ino\": %llu, \"path\": ", c->n++ ? "," : "",
+               (unsigned long long)ino);
+        json_str(path);
+        printf(", \"bytes\": %llu, \"stored\": %llu, \"ratio\": %.4f}",
                (unsigned long long)size, (unsigned long long)stored, ratio(size, stored));
-    else
+    } else
         printf("%14llu %14llu %8.3f  %s\n", (unsigned long long)size,
                (unsigned long long)stored, ratio(size, stored), path);
     return 0;
