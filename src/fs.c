@@ -466,10 +466,7 @@ static int move(fsmeta *m, uint64_t p1, const char *n1, uint64_t i1, uint64_t p2
     CK_TRY(fsmeta_getattr(m, i1, &a));
     int dir = S_ISDIR(a.mode);
     if (have_dst) {
-        struct fsm_attr b;
-        CK_TRY(fsmeta_getattr(m, i2, &b));
-        if (dir && !S_ISDIR(b.mode)) return -ENOTDIR;
-        if (!dir && S_ISDIR(b.mode)) return -EISDIR;
+        /* remove_entry refuses a type mismatch (ENOTDIR / EISDIR / ENOTEMPTY). */
         uint32_t nlink;
         CK_TRY(remove_entry(m, p2, n2, dir, &i2, &nlink));
         if (nlink == 0) *victim = i2;

@@ -77,10 +77,12 @@ static int settle(struct node *n)
     return rc;
 }
 
-static int load_committed(struct store *st, struct node *n)
+/* Load the committed extents and size; *a (optional) gets the row read. */
+static int load_committed(struct store *st, struct node *n, struct fsm_attr *out)
 {
-    if (n->loaded) return 0;
     struct fsm_attr a;
+    if (n->loaded && !out) return 0;
+    if (n->loaded) return fsmeta_getattr(st->meta, n->ino, out);
     struct fsm_extent *ext;
     size_t cnt;
     CK_TRY(fsmeta_getattr(st->meta, n->ino, &a));
@@ -92,6 +94,7 @@ static int load_committed(struct store *st, struct node *n)
     n->map = m;
     n->csize = a.size;
     n->loaded = 1;
+    if (out) *out = a;
     return 0;
 }
 
@@ -162,9 +165,8 @@ static int to_stage(struct store *st, struct node *n)
 /* Enter a write mode from CLEAN: carry the committed size and times over. */
 static int leave_clean(struct store *st, struct node *n)
 {
-    CK_TRY(load_committed(st, n));
     struct fsm_attr a;
-    CK_TRY(fsmeta_getattr(st->meta, n->ino, &a));
+    CK_TRY(load_committed(st, n, &a));
     n->size = n->csize;
     n->mtime = a.mtime;
     n->ctime = a.ctime;
@@ -235,7 +237,7 @@ static int truncate_locked(struct store *st, struct node *n, uint64_t size)
 {
     CK_TRY(settle(n));
     if (n->mode == NODE_CLEAN && size == 0) {
-        CK_TRY(load_committed(st, n));
+        CK_TRY(load_committed(st, n, NULL));
         n->mode = NODE_STREAM;
     } else if (n->mode == NODE_CLEAN) {
         CK_TRY(leave_clean(st, n));
@@ -440,7 +442,7 @@ int ingest_read(struct store *st, struct node *n, void *buf, size_t len,
 {
     pthread_mutex_lock(&n->mu);
     int rc = settle(n);
-    if (rc == 0 && n->mode == NODE_CLEAN) rc = load_committed(st, n);
+    if (rc == 0 && n->mode == NODE_CLEAN) rc = load_committed(st, n, NULL);
     uint64_t size = n->mode == NODE_CLEAN ? n->csize : n->size;
     *got = off >= size ? 0 : (size_t)CK_MIN((uint64_t)len, size - off);
     if (rc < 0 || *got == 0 || n->mode != NODE_CLEAN) {
