@@ -1,0 +1,553 @@
+/*
+** tcodec.c: the lossless tensor block codec (see tcodec.h).
+**
+** Encoding a block with a base estimates every candidate on a sample (runs of
+** SAMPLE_RUN elements out of every SAMPLE_EVERY) by the order-0 entropy of
+** its planes, then encodes only the winner. A delta whose real size exceeds
+** the standalone estimate is compared against a real standalone encoding, so
+** a block never grows by having a base.
+**
+** Scratch memory (planes, sample planes) is kept per thread: a 1 MiB block
+** would otherwise cost fresh page faults on every call.
+*/
+#include "tcodec.h"
+#include "common.h"
+#include "huf.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zstd.h>
+
+#define SAMPLE_RUN 256
+#define SAMPLE_EVERY 2048
+#define PLANE_HDR 5
+
+enum { PL_RAW = 0, PL_HUF = 1, PL_ZSTD = 2, PL_CONST = 3 };
+
+/* Element transforms: which function of (x, base b) goes into the planes. */
+enum { OP_ID, OP_ROT, OP_ULPF, OP_ULPI, OP_XORF, OP_XORI };
+
+/* ---- per-thread scratch ---- */
+
+struct scratch {
+    uint8_t *buf;
+    size_t cap;
+};
+static pthread_key_t scratch_key;
+static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
+
+static void scratch_free(void *p)
+{
+    struct scratch *s = p;
+    free(s->buf);
+    free(s);
+}
+static void scratch_make_key(void) { pthread_key_create(&scratch_key, scratch_free); }
+
+static uint8_t *scratch_get(size_t need)
+{
+    pthread_once(&scratch_once, scratch_make_key);
+    struct scratch *s = pthread_getspecific(scratch_key);
+    if (!s) {
+        if (!(s = calloc(1, sizeof *s))) return NULL;
+        pthread_setspecific(scratch_key, s);
+    }
+    if (s->cap < need) {
+        uint8_t *b = realloc(s->buf, need);
+        if (!b) return NULL;
+        s->buf = b;
+        s->cap = need;
+    }
+    return s->buf;
+}
+
+/* ---- transforms, one set per element width ---- */
+
+#define DEFINE_WIDTH(T, W)                                                     \
+    static inline T ld##W(const uint8_t *p)                                    \
+    {                                                                          \
+        T v;                                                                   \
+        memcpy(&v, p, W);                                                      \
+        return v;                                                              \
+    }                                                                          \
+    static inline T rotl##W(T x) { return (T)(x << 1 | x >> (8 * W - 1)); }    \
+    static inline T rotr##W(T x) { return (T)(x >> 1 | x << (8 * W - 1)); }    \
+    static inline T sgn##W(T x) { return (T)(0 - (T)(x >> (8 * W - 1))); }     \
+    static inline T ord##W(T x) { return x ^ (sgn##W(x) | (T)((T)1 << (8 * W - 1))); } \
+    static inline T unord##W(T o) { return o ^ (sgn##W((T)~o) | (T)((T)1 << (8 * W - 1))); } \
+    static inline T zz##W(T d) { return (T)(d << 1) ^ sgn##W(d); }             \
+    static inline T unzz##W(T z) { return (T)(z >> 1) ^ (T)(0 - (T)(z & 1)); } \
+    static inline T fwd1_##W(int op, T x, T b)                                 \
+    {                                                                          \
+        switch (op) {                                                          \
+        case OP_ROT: return rotl##W(x);                                        \
+        case OP_ULPF: return zz##W((T)(ord##W(x) - ord##W(b)));                \
+        case OP_ULPI: return zz##W((T)(x - b));                                \
+        case OP_XORF: return rotl##W(x ^ b);                                   \
+        case OP_XORI: return x ^ b;                                            \
+        default: return x;                                                     \
+        }                                                                      \
+    }                                                                          \
+    static inline T inv1_##W(int op, T v, T b)                                 \
+    {                                                                          \
+        switch (op) {                                                          \
+        case OP_ROT: return rotr##W(v);                                        \
+        case OP_ULPF: return unord##W((T)(ord##W(b) + unzz##W(v)));            \
+        case OP_ULPI: return (T)(b + unzz##W(v));                              \
+        case OP_XORF: return rotr##W(v) ^ b;                                   \
+        case OP_XORI: return v ^ b;                                            \
+        default: return v;                                                     \
+        }                                                                      \
+    }                                                                          \
+    /* Planes of elements [0, cnt) (op is constant: the switch is hoisted). */ \
+    static void fwd##W(int op, const uint8_t *x, const uint8_t *b, size_t cnt, \
+                       uint8_t *pl, size_t stride)                             \
+    {                                                                          \
+        for (size_t i = 0; i < cnt; i++) {                                     \
+            T v = fwd1_##W(op, ld##W(x + W * i), ld##W(b + W * i));            \
+            for (int k = 0; k < W; k++) pl[k * stride + i] = (uint8_t)(v >> (8 * k)); \
+        }                                                                      \
+    }                                                                          \
+    static void inv##W(int op, const uint8_t *pl, size_t stride, const uint8_t *b, \
+                       size_t cnt, uint8_t *dst)                               \
+    {                                                                          \
+        for (size_t i = 0; i < cnt; i++) {                                     \
+            T v = 0;                                                           \
+            for (int k = 0; k < W; k++) v |= (T)((T)pl[k * stride + i] << (8 * k)); \
+            T x = inv1_##W(op, v, ld##W(b + W * i));                           \
+            memcpy(dst + W * i, &x, W);                                        \
+        }                                                                      \
+    }
+
+DEFINE_WIDTH(uint8_t, 1)
+DEFINE_WIDTH(uint16_t, 2)
+DEFINE_WIDTH(uint32_t, 4)
+DEFINE_WIDTH(uint64_t, 8)
+
+/* Specialised copies per op: the compiler sees a constant op and drops the
+** switch from the inner loop. */
+static void fwd(unsigned w, int op, const uint8_t *x, const uint8_t *b, size_t cnt,
+                uint8_t *pl, size_t stride)
+{
+#define FWD_OPS(W)                                                             \
+    switch (op) {                                                              \
+    case OP_ROT: fwd##W(OP_ROT, x, b, cnt, pl, stride); break;                 \
+    case OP_ULPF: fwd##W(OP_ULPF, x, b, cnt, pl, stride); break;               \
+    case OP_ULPI: fwd##W(OP_ULPI, x, b, cnt, pl, stride); break;               \
+    case OP_XORF: fwd##W(OP_XORF, x, b, cnt, pl, stride); break;               \
+    case OP_XORI: fwd##W(OP_XORI, x, b, cnt, pl, stride); break;               \
+    default: fwd##W(OP_ID, x, b, cnt, pl, stride); break;                      \
+    }
+    switch (w) {
+    case 1: FWD_OPS(1); break;
+    case 2: FWD_OPS(2); break;
+    case 4: FWD_OPS(4); break;
+    default: FWD_OPS(8); break;
+    }
+#undef FWD_OPS
+}
+
+static void inv(unsigned w, int op, const uint8_t *pl, size_t stride, const uint8_t *b,
+                size_t cnt, uint8_t *dst)
+{
+#define INV_OPS(W)                                                             \
+    switch (op) {                                                              \
+    case OP_ROT: inv##W(OP_ROT, pl, stride, b, cnt, dst); break;               \
+    case OP_ULPF: inv##W(OP_ULPF, pl, stride, b, cnt, dst); break;             \
+    case OP_ULPI: inv##W(OP_ULPI, pl, stride, b, cnt, dst); break;             \
+    case OP_XORF: inv##W(OP_XORF, pl, stride, b, cnt, dst); break;             \
+    case OP_XORI: inv##W(OP_XORI, pl, stride, b, cnt, dst); break;             \
+    default: inv##W(OP_ID, pl, stride, b, cnt, dst); break;                    \
+    }
+    switch (w) {
+    case 1: INV_OPS(1); break;
+    case 2: INV_OPS(2); break;
+    case 4: INV_OPS(4); break;
+    default: INV_OPS(8); break;
+    }
+#undef INV_OPS
+}
+
+static int op_of(int mode, int is_float, int xor)
+{
+    if (mode == TC_STANDALONE) return is_float ? OP_ROT : OP_ID;
+    if (xor) return is_float ? OP_XORF : OP_XORI;
+    return is_float ? OP_ULPF : OP_ULPI;
+}
+
+/* ---- planes ---- */
+
+/* Bytes an order-0 coder needs for cnt symbols distributed as hist (over tot). */
+static double entropy_bytes(const uint32_t hist[256], size_t tot, size_t cnt)
+{
+    if (tot == 0) return 0;
+    double h = 0;
+    for (int s = 0; s < 256; s++)
+        if (hist[s]) h -= hist[s] * log2((double)hist[s] / (double)tot);
+    return h / 8.0 * ((double)cnt / (double)tot);
+}
+
+static int zstd_plane(const uint8_t *p, size_t cnt, uint8_t *dst, size_t cap, size_t *len)
+{
+    size_t r = ZSTD_compress(dst, cap, p, cnt, 1);
+    if (ZSTD_isError(r)) return -1;
+    *len = r;
+    return 0;
+}
+
+/* Store one plane of cnt bytes at dst; returns bytes used or a negative errno.
+** dst has room for PLANE_HDR + cnt + slack. */
+static long plane_put(const uint8_t *p, size_t cnt, uint8_t *dst, size_t cap)
+{
+    uint8_t codec = PL_RAW;
+    size_t len = cnt;
+    uint8_t *out = dst + PLANE_HDR;
+    uint32_t hist[256];
+    if (cnt >= 4 * SAMPLE_EVERY) {
+        /* Incompressible planes (mantissa bytes) leave after a sample. */
+        uint32_t sh[256] = {0};
+        size_t tot = 0;
+        for (size_t a = 0; a + SAMPLE_RUN <= cnt; a += SAMPLE_EVERY, tot += SAMPLE_RUN)
+            for (size_t i = a; i < a + SAMPLE_RUN; i++) sh[p[i]]++;
+        if (entropy_bytes(sh, tot, cnt) > 0.97 * (double)cnt) goto raw;
+    }
+    huf_hist(p, cnt, hist);
+    uint32_t top = 0;
+    int nsym = 0;
+    for (int s = 0; s < 256; s++) {
+        top = CK_MAX(top, hist[s]);
+        nsym += hist[s] != 0;
+    }
+    if (nsym == 1) {
+        codec = PL_CONST;
+        out[0] = p[0];
+        len = 1;
+        goto done;
+    }
+    size_t hs = huf_size(hist, cnt), zs = 0;
+    size_t room = cap - PLANE_HDR;
+    /* A dominant byte means runs; zstd codes a run in a few bytes. */
+    if (top > cnt / 2 + cnt / 8 && zstd_plane(p, cnt, out, room, &zs) == 0 &&
+        zs < CK_MIN(hs, cnt)) {
+        codec = PL_ZSTD;
+        len = zs;
+        goto done;
+    }
+    if (hs && hs < cnt - cnt / 64) {
+        size_t h = huf_encode(p, cnt, hist, out, room);
+        if (h && h < cnt) {
+            codec = PL_HUF;
+            len = h;
+            goto done;
+        }
+    }
+raw:
+    codec = PL_RAW;
+    len = cnt;
+    memcpy(out, p, cnt);
+done:
+    dst[0] = codec;
+    ck_put32(dst + 1, (uint32_t)len);
+    return (long)(PLANE_HDR + len);
+}
+
+/* Read one plane of cnt bytes from src[0..avail); returns bytes consumed. */
+static long plane_get(const uint8_t *src, size_t avail, uint8_t *p, size_t cnt)
+{
+    if (avail < PLANE_HDR) return -EIO;
+    uint8_t codec = src[0];
+    size_t len = ck_get32(src + 1);
+    if (len > avail - PLANE_HDR) return -EIO;
+    const uint8_t *in = src + PLANE_HDR;
+    switch (codec) {
+    case PL_RAW:
+        if (len != cnt) return -EIO;
+        memcpy(p, in, cnt);
+        break;
+    case PL_CONST:
+        if (len != 1) return -EIO;
+        memset(p, in[0], cnt);
+        break;
+    case PL_HUF:
+        CK_TRY(huf_decode(in, len, p, cnt));
+        break;
+    case PL_ZSTD: {
+        size_t r = ZSTD_decompress(p, cnt, in, len);
+        if (ZSTD_isError(r) || r != cnt) return -EIO;
+        break;
+    }
+    default:
+        return -EIO;
+    }
+    return (long)(PLANE_HDR + len);
+}
+
+/* ---- estimation ---- */
+
+struct estimate {
+    double dense, sparse; /* bytes */
+};
+
+/* Estimate the planes of op on a sample of the block; for deltas also the
+** sparse form (mask + only the changed elements). */
+static struct estimate estimate(unsigned w, int op, const uint8_t *raw, const uint8_t *base,
+                                size_t cnt, uint8_t *tmp)
+{
+    uint32_t hist[8][256];
+    memset(hist, 0, sizeof hist);
+    size_t tot = 0, zero = 0;
+    size_t run = cnt < 4 * SAMPLE_EVERY ? cnt : SAMPLE_RUN;
+    size_t every = cnt < 4 * SAMPLE_EVERY ? cnt : SAMPLE_EVERY;
+    for (size_t a = 0; a + run <= cnt; a += every) {
+        fwd(w, op, raw + a * w, base + a * w, run, tmp, run);
+        for (size_t i = 0; i < run; i++) {
+            uint8_t any = 0;
+            for (unsigned k = 0; k < w; k++) {
+                hist[k][tmp[k * run + i]]++;
+                any |= tmp[k * run + i];
+            }
+            zero += !any;
+        }
+        tot += run;
+    }
+    struct estimate e = {0, 0};
+    if (tot == 0) return e;
+    size_t changed = (size_t)((double)(tot - zero) / (double)tot * (double)cnt);
+    for (unsigned k = 0; k < w; k++) {
+        e.dense += CK_MIN(entropy_bytes(hist[k], tot, cnt), (double)cnt) + PLANE_HDR;
+        hist[k][0] -= (uint32_t)zero;
+        e.sparse += CK_MIN(entropy_bytes(hist[k], tot - zero, changed), (double)changed) +
+                    PLANE_HDR;
+    }
+    double f = (double)(tot - zero) / (double)tot;
+    double h2 = f <= 0 || f >= 1 ? 0 : -(f * log2(f) + (1 - f) * log2(1 - f));
+    e.sparse += (double)cnt * h2 / 8.0 + PLANE_HDR + 4 + HUF_HEADER;
+    return e;
+}
+
+/* ---- encode / decode ---- */
+
+size_t tc_bound(size_t n)
+{
+    /* header, hash, count, mask plane, 8 planes with headers and slack */
+    return n + n / 8 + 16 + 8 * (PLANE_HDR + 16) + 64;
+}
+
+static int put_planes(const uint8_t *pl, size_t stride, size_t cnt, unsigned w,
+                      uint8_t *dst, size_t cap, size_t *used)
+{
+    size_t off = 0;
+    for (unsigned k = 0; k < w; k++) {
+        long r = plane_put(pl + k * stride, cnt, dst + off, cap - off);
+        if (r < 0) return (int)r;
+        off += (size_t)r;
+    }
+    *used = off;
+    return 0;
+}
+
+/* Move the values that are not zero to the front of each plane (stride cnt)
+** and set their bits in mask; returns their count. Branch-free and in place:
+** which elements changed is random, a branch would mispredict often. */
+#define DEFINE_SPARSE(W)                                                       \
+    static size_t compact##W(uint8_t *s, size_t cnt, uint8_t *mask)            \
+    {                                                                          \
+        size_t c = 0;                                                          \
+        memset(mask, 0, (cnt + 7) / 8);                                        \
+        for (size_t i = 0; i < cnt; i++) {                                     \
+            uint8_t any = 0;                                                   \
+            for (int k = 0; k < W; k++) {                                      \
+                any |= s[k * cnt + i];                                         \
+                s[k * cnt + c] = s[k * cnt + i];                               \
+            }                                                                  \
+            unsigned set = any != 0;                                           \
+            mask[i >> 3] |= (uint8_t)(set << (i & 7));                         \
+            c += set;                                                          \
+        }                                                                      \
+        return c;                                                              \
+    }                                                                          \
+    /* The inverse: spread c values back to the marked elements, from the back. */ \
+    static void expand##W(uint8_t *s, size_t cnt, const uint8_t *mask, size_t c) \
+    {                                                                          \
+        for (size_t i = cnt; i-- > 0;) {                                       \
+            unsigned set = mask[i >> 3] >> (i & 7) & 1;                        \
+            c -= set;                                                          \
+            uint8_t keep = (uint8_t)(0u - set);                                \
+            for (int k = 0; k < W; k++) s[k * cnt + i] = s[k * cnt + c] & keep; \
+        }                                                                      \
+    }
+DEFINE_SPARSE(1)
+DEFINE_SPARSE(2)
+DEFINE_SPARSE(4)
+DEFINE_SPARSE(8)
+
+static size_t compact(uint8_t *s, size_t cnt, unsigned w, uint8_t *mask)
+{
+    switch (w) {
+    case 1: return compact1(s, cnt, mask);
+    case 2: return compact2(s, cnt, mask);
+    case 4: return compact4(s, cnt, mask);
+    default: return compact8(s, cnt, mask);
+    }
+}
+
+static void expand(uint8_t *s, size_t cnt, unsigned w, const uint8_t *mask, size_t c)
+{
+    switch (w) {
+    case 1: expand1(s, cnt, mask, c); break;
+    case 2: expand2(s, cnt, mask, c); break;
+    case 4: expand4(s, cnt, mask, c); break;
+    default: expand8(s, cnt, mask, c); break;
+    }
+}
+
+/* Encode in one given mode; scratch s holds at least 2n + n/8 + 64 bytes. */
+static int encode_mode(const uint8_t *raw, size_t n, unsigned w, int is_float, int mode,
+                       int xor, const uint8_t *base, uint64_t base_hash, uint8_t *s,
+                       uint8_t *dst, size_t cap, size_t *out_len)
+{
+    size_t cnt = n / w, off = 4, used = 0;
+    int op = op_of(mode, is_float, xor);
+    dst[0] = (uint8_t)mode;
+    dst[1] = (uint8_t)w;
+    dst[2] = (uint8_t)((is_float ? 1 : 0) | (xor ? 2 : 0));
+    dst[3] = 0;
+    if (mode != TC_STANDALONE) {
+        ck_put64(dst + 4, base_hash);
+        off = 12;
+    }
+    fwd(w, op, raw, mode == TC_STANDALONE ? raw : base, cnt, s, cnt);
+    if (mode == TC_SPARSE) {
+        uint8_t *mask = s + n;
+        size_t c = compact(s, cnt, w, mask);
+        ck_put32(dst + off, (uint32_t)c);
+        off += 4;
+        long r = plane_put(mask, (cnt + 7) / 8, dst + off, cap - off);
+        if (r < 0) return (int)r;
+        off += (size_t)r;
+        /* Compacted values now sit at the front of each plane (stride cnt). */
+        CK_TRY(put_planes(s, cnt, c, w, dst + off, cap - off, &used));
+    } else {
+        CK_TRY(put_planes(s, cnt, cnt, w, dst + off, cap - off, &used));
+    }
+    *out_len = off + used;
+    return 0;
+}
+
+static unsigned fit_width(unsigned width, size_t n)
+{
+    int ok = width == 1 || width == 2 || width == 4 || width == 8;
+    return ok && n % width == 0 ? width : 1;
+}
+
+struct cand {
+    int mode, xor;
+    double est;
+};
+
+/* The candidate with the smallest estimate; standalone first (ties keep it). */
+static struct cand choose(const uint8_t *raw, const uint8_t *base, size_t n, unsigned w,
+                          int is_float, const struct tc_opts *o, uint8_t *tmp, double *st)
+{
+    size_t cnt = n / w;
+    struct cand best = {TC_STANDALONE, 0, 0};
+    best.est = *st = estimate(w, op_of(TC_STANDALONE, is_float, 0), raw, raw, cnt, tmp).dense;
+    for (int xor = 0; xor <= 1; xor++) {
+        if ((xor && o->delta == TC_DELTA_ULP) || (!xor && o->delta == TC_DELTA_XOR)) continue;
+        struct estimate e = estimate(w, op_of(TC_DENSE, is_float, xor), raw, base, cnt, tmp);
+        if (e.dense < best.est) best = (struct cand){TC_DENSE, xor, e.dense};
+        if (!o->no_sparse && e.sparse < best.est) best = (struct cand){TC_SPARSE, xor, e.sparse};
+    }
+    return best;
+}
+
+int tc_encode(const uint8_t *raw, size_t n, unsigned width, int is_float,
+              const uint8_t *base, uint64_t base_hash, const struct tc_opts *o,
+              uint8_t *dst, size_t cap, size_t *out_len, int *mode)
+{
+    static const struct tc_opts defaults = {TC_DELTA_BEST, 0};
+    if (cap < tc_bound(n)) return -EINVAL;
+    if (!o) o = &defaults;
+    unsigned w = fit_width(width, n);
+    if (w != width) is_float = 0;
+    size_t alt_cap = tc_bound(n);
+    uint8_t *s = scratch_get(n + n / 8 + 16 + w * SAMPLE_RUN + alt_cap);
+    if (!s) return -ENOMEM;
+    uint8_t *alt = s + n + n / 8 + 16 + w * SAMPLE_RUN;
+    *mode = TC_STANDALONE;
+    if (!base || n == 0)
+        return encode_mode(raw, n, w, is_float, TC_STANDALONE, 0, NULL, 0, s, dst, cap,
+                           out_len);
+    double st;
+    struct cand c = choose(raw, base, n, w, is_float, o, s, &st);
+    CK_TRY(encode_mode(raw, n, w, is_float, c.mode, c.xor, base, base_hash, s, dst, cap,
+                       out_len));
+    *mode = c.mode;
+    if (c.mode == TC_STANDALONE || (double)*out_len <= st) return 0;
+    /* The estimate was off: settle it with a real standalone encoding. */
+    size_t alt_len;
+    CK_TRY(encode_mode(raw, n, w, is_float, TC_STANDALONE, 0, NULL, 0, s, alt, alt_cap,
+                       &alt_len));
+    if (alt_len < *out_len) {
+        memcpy(dst, alt, alt_len);
+        *out_len = alt_len;
+        *mode = TC_STANDALONE;
+    }
+    return 0;
+}
+
+int tc_needs_base(const uint8_t *src, size_t len)
+{
+    return len >= 1 && src[0] != TC_STANDALONE;
+}
+
+/* Read w planes of cnt values each into s (stride stride). */
+static long get_planes(const uint8_t *src, size_t avail, uint8_t *s, size_t stride,
+                       size_t cnt, unsigned w)
+{
+    size_t off = 0;
+    for (unsigned k = 0; k < w; k++) {
+        long r = plane_get(src + off, avail - off, s + k * stride, cnt);
+        if (r < 0) return r;
+        off += (size_t)r;
+    }
+    return (long)off;
+}
+
+int tc_decode(const uint8_t *src, size_t len, const uint8_t *base, uint64_t base_hash,
+              uint8_t *dst, size_t n)
+{
+    if (len < 4) return -EIO;
+    int mode = src[0], flags = src[2];
+    unsigned w = src[1];
+    if (mode > TC_SPARSE || fit_width(w, n) != w || src[3] != 0 || flags > 3) return -EIO;
+    size_t cnt = n / w, off = 4;
+    if (mode != TC_STANDALONE) {
+        if (!base || len < 12 || ck_get64(src + 4) != base_hash) return -EIO;
+        off = 12;
+    }
+    uint8_t *s = scratch_get(n + (cnt + 7) / 8 + 16);
+    if (!s) return -ENOMEM;
+    size_t c = cnt;
+    uint8_t *mask = s + n;
+    if (mode == TC_SPARSE) {
+        if (len - off < 4) return -EIO;
+        c = ck_get32(src + off);
+        off += 4;
+        long r = plane_get(src + off, len - off, mask, (cnt + 7) / 8);
+        if (r < 0) return (int)r;
+        off += (size_t)r;
+        size_t pop = 0;
+        for (size_t i = 0; i < (cnt + 7) / 8; i++) pop += (size_t)__builtin_popcount(mask[i]);
+        if (pop != c || (cnt % 8 && mask[cnt / 8] >> (cnt % 8))) return -EIO;
+    }
+    long r = get_planes(src + off, len - off, s, cnt, c, w);
+    if (r < 0) return (int)r;
+    if (off + (size_t)r != len) return -EIO;
+    if (mode == TC_SPARSE) expand(s, cnt, w, mask, c);
+    int op = op_of(mode, flags & 1, flags & 2);
+    inv(w, op, s, cnt, mode == TC_STANDALONE ? s : base, cnt, dst);
+    return 0;
+}
