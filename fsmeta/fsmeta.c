@@ -20,7 +20,8 @@ enum {
     S_GETATTR, S_SETATTR, S_MKINODE, S_RMINODE, S_RMXATTRS, S_READLINK,
     S_LOOKUP, S_LINK, S_UNLINK, S_RELINK, S_MOVE, S_HASCHILD, S_READDIR,
     S_XGET, S_XINS, S_XUPD, S_XLIST, S_XDEL,
-    S_EXTENTS, S_CHUNKINS, S_CHUNKREF, S_CHUNKGC, S_EXTDEL, S_EXTINS,
+    S_EXTENTS, S_CHUNKINS, S_CHUNKREF, S_CHUNKGET, S_EXTDEL, S_EXTINS,
+    S_TDEL, S_TINS, S_TLIST, S_FAMILY, S_SETFAMILY,
     S_SETCONTENT, S_ORPHANS, S_CHUNKS, S_FILES, S_NAMEOF,
     S_TOUCH, S_BEGIN, S_COMMIT, S_ROLLBACK, S_SYNC_FULL, S_SYNC_NORMAL,
     S_COUNT
@@ -50,19 +51,27 @@ static const char *const sql_text[S_COUNT] = {
     [S_XLIST] = "SELECT name FROM xattr WHERE ino=?1 ORDER BY name",
     [S_XDEL] = "DELETE FROM xattr WHERE ino=?1 AND name=?2",
     [S_EXTENTS] = "SELECT e.off,c.id,c.pack,c.off,c.raw_len,c.stored_len,c.codec,"
-                  "c.hash FROM extent e JOIN chunk c ON c.id=e.chunk "
+                  "c.hash,c.base,c.depth,c.chain FROM extent e JOIN chunk c ON c.id=e.chunk "
                   "WHERE e.ino=?1 ORDER BY e.off",
-    [S_CHUNKINS] = "INSERT INTO chunk(pack,off,raw_len,stored_len,codec,hash,refs) "
-                   "VALUES(?1,?2,?3,?4,?5,?6,0)",
-    [S_CHUNKREF] = "UPDATE chunk SET refs=refs+?2 WHERE id=?1",
-    [S_CHUNKGC] = "DELETE FROM chunk WHERE refs<=0 AND id IN "
-                  "(SELECT chunk FROM extent WHERE ino=?1)",
+    [S_CHUNKINS] = "INSERT INTO chunk(pack,off,raw_len,stored_len,codec,hash,refs,"
+                   "base,depth,chain) VALUES(?1,?2,?3,?4,?5,?6,0,?7,?8,?9)",
+    [S_CHUNKREF] = "UPDATE chunk SET refs=refs+?2 WHERE id=?1 RETURNING refs,base",
+    [S_CHUNKGET] = "SELECT id,pack,off,raw_len,stored_len,codec,hash,base,depth,chain "
+                   "FROM chunk WHERE id=?1",
+    [S_TDEL] = "DELETE FROM tensor WHERE ino=?1",
+    [S_TINS] = "INSERT OR REPLACE INTO tensor(ino,off,len,dtype,width,name) "
+               "VALUES(?1,?2,?3,?4,?5,?6)",
+    [S_TLIST] = "SELECT off,len,dtype,width,name FROM tensor WHERE ino=?1 ORDER BY off",
+    [S_FAMILY] = "SELECT ino FROM inode WHERE family=?1 AND ino<>?2 AND nlink>0 "
+                 "AND EXISTS (SELECT 1 FROM tensor t WHERE t.ino=inode.ino) "
+                 "ORDER BY mtime DESC LIMIT 1",
+    [S_SETFAMILY] = "UPDATE inode SET family=?2 WHERE ino=?1",
     [S_EXTDEL] = "DELETE FROM extent WHERE ino=?1",
     [S_EXTINS] = "INSERT INTO extent(ino,off,chunk) VALUES(?1,?2,?3)",
     [S_SETCONTENT] = "UPDATE inode SET size=?2,mtime=?3,ctime=?4,stored=?5 WHERE ino=?1",
     [S_ORPHANS] = "SELECT ino FROM inode WHERE nlink=0",
-    [S_CHUNKS] = "SELECT id,pack,off,raw_len,stored_len,codec,hash FROM chunk "
-                 "ORDER BY pack,off",
+    [S_CHUNKS] = "SELECT id,pack,off,raw_len,stored_len,codec,hash,base,depth,chain "
+                 "FROM chunk WHERE refs>0 ORDER BY pack,off",
     [S_FILES] = "SELECT ino,size,stored FROM inode WHERE (mode & 61440)=32768 "
                 "AND nlink>0 ORDER BY ino",
     [S_NAMEOF] = "SELECT parent,name FROM dentry WHERE ino=?1 LIMIT 1",
@@ -307,25 +316,41 @@ int fsmeta_mkinode(fsmeta *m, struct fsm_attr *a, const void *target, size_t tle
     return rc;
 }
 
-/* Drop one reference from every chunk of ino's content and delete the
-** chunks left unused, then the extents. */
+/* Add d (+1 or -1) to the references of chunk id. A chunk that dies releases
+** its base; one that comes back to life takes its base again. The chain is
+** at most a few deltas long (the store bounds it), so this recursion is too. */
+static int chunk_ref(fsmeta *m, uint64_t id, int d)
+{
+    sqlite3_stmt *s = stmt(m, S_CHUNKREF);
+    bind_i64(s, 1, (int64_t)id);
+    bind_i64(s, 2, d);
+    int rc = sqlite3_step(s);
+    int64_t refs = rc == SQLITE_ROW ? sqlite3_column_int64(s, 0) : 0;
+    uint64_t base = rc == SQLITE_ROW ? (uint64_t)sqlite3_column_int64(s, 1) : 0;
+    if (rc == SQLITE_ROW) rc = sqlite3_step(s); /* finish RETURNING */
+    done(s);
+    if (rc != SQLITE_DONE) return rc == SQLITE_ROW ? -EIO : sql_err(m, rc);
+    if (sqlite3_changes(m->db) == 0) return -ENOENT;
+    int died = d < 0 && refs == 0, born = d > 0 && refs == d;
+    if (base && (died || born)) return chunk_ref(m, base, died ? -1 : 1);
+    return 0;
+}
+
+/* Drop one reference from every chunk of ino's content, then the extents.
+** Chunks left unreferenced stay as garbage rows (schema.sql). */
 static int drop_content(fsmeta *m, uint64_t ino)
 {
-    sqlite3_stmt *s = stmt(m, S_EXTENTS);
-    bind_i64(s, 1, (int64_t)ino);
-    int rc;
-    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-        sqlite3_stmt *r = stmt(m, S_CHUNKREF);
-        bind_i64(r, 1, sqlite3_column_int64(s, 1));
-        bind_i64(r, 2, -1);
-        if ((rc = run(m, r)) < 0) break;
-    }
-    done(s);
-    if (rc != SQLITE_DONE) return rc < 0 ? rc : sql_err(m, rc);
-    s = stmt(m, S_CHUNKGC);
+    struct fsm_extent *ext;
+    size_t n;
+    CK_TRY(fsmeta_extents(m, ino, &ext, &n));
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < n; i++) rc = chunk_ref(m, ext[i].c.id, -1);
+    free(ext);
+    CK_TRY(rc);
+    sqlite3_stmt *s = stmt(m, S_EXTDEL);
     bind_i64(s, 1, (int64_t)ino);
     CK_TRY(run(m, s));
-    s = stmt(m, S_EXTDEL);
+    s = stmt(m, S_TDEL);
     bind_i64(s, 1, (int64_t)ino);
     return run(m, s);
 }
@@ -556,6 +581,9 @@ static void read_chunk(sqlite3_stmt *s, int col, struct fsm_chunk *c)
     c->stored_len = (uint32_t)sqlite3_column_int64(s, col + 4);
     c->codec = (uint8_t)sqlite3_column_int64(s, col + 5);
     c->hash = (uint64_t)sqlite3_column_int64(s, col + 6);
+    c->base = (uint64_t)sqlite3_column_int64(s, col + 7);
+    c->depth = (uint32_t)sqlite3_column_int64(s, col + 8);
+    c->chain = (uint64_t)sqlite3_column_int64(s, col + 9);
 }
 
 int fsmeta_extents(fsmeta *m, uint64_t ino, struct fsm_extent **out, size_t *n)
@@ -601,6 +629,9 @@ static int add_chunk(fsmeta *m, struct fsm_chunk *c)
     bind_i64(s, 4, c->stored_len);
     bind_i64(s, 5, c->codec);
     bind_i64(s, 6, (int64_t)c->hash);
+    bind_i64(s, 7, (int64_t)c->base);
+    bind_i64(s, 8, c->depth);
+    bind_i64(s, 9, (int64_t)c->chain);
     CK_TRY(run(m, s));
     c->id = (uint64_t)sqlite3_last_insert_rowid(m->db);
     return 0;
@@ -614,10 +645,7 @@ static int put_content(fsmeta *m, uint64_t ino, struct fsm_extent *ext, size_t n
     *stored = 0;
     for (size_t i = 0; i < n; i++) {
         if (ext[i].c.id == 0) CK_TRY(add_chunk(m, &ext[i].c));
-        sqlite3_stmt *s = stmt(m, S_CHUNKREF);
-        bind_i64(s, 1, (int64_t)ext[i].c.id);
-        bind_i64(s, 2, 1);
-        CK_TRY(run(m, s));
+        CK_TRY(chunk_ref(m, ext[i].c.id, 1));
         *stored += ext[i].c.stored_len;
     }
     CK_TRY(drop_content(m, ino));
@@ -676,8 +704,9 @@ int fsmeta_stats(fsmeta *m, struct fsm_stats *st)
         "(SELECT count(*) FROM inode WHERE (mode&61440)=40960),"
         "(SELECT count(*) FROM inode),"
         "(SELECT coalesce(sum(size),0) FROM inode WHERE (mode&61440)=32768),"
-        "(SELECT coalesce(sum(stored_len),0) FROM chunk),"
-        "(SELECT count(*) FROM chunk)";
+        "(SELECT coalesce(sum(stored_len),0) FROM chunk WHERE refs>0),"
+        "(SELECT count(*) FROM chunk WHERE refs>0),"
+        "(SELECT count(*) FROM chunk WHERE refs>0 AND base<>0)";
     lock(m);
     sqlite3_stmt *s = NULL;
     int rc = sqlite3_prepare_v2(m->db, q, -1, &s, NULL);
@@ -691,6 +720,7 @@ int fsmeta_stats(fsmeta *m, struct fsm_stats *st)
         st->logical_bytes = (uint64_t)sqlite3_column_int64(s, 4);
         st->stored_bytes = (uint64_t)sqlite3_column_int64(s, 5);
         st->chunks = (uint64_t)sqlite3_column_int64(s, 6);
+        st->delta_chunks = (uint64_t)sqlite3_column_int64(s, 7);
         rc = 0;
     } else {
         rc = sql_err(m, rc);
@@ -749,4 +779,118 @@ int fsmeta_name_of(fsmeta *m, uint64_t ino, uint64_t *parent, char *name, size_t
     done(s);
     unlock(m);
     return rc;
+}
+
+int fsmeta_chunk_get(fsmeta *m, uint64_t id, struct fsm_chunk *c)
+{
+    lock(m);
+    sqlite3_stmt *s = stmt(m, S_CHUNKGET);
+    bind_i64(s, 1, (int64_t)id);
+    int rc = sqlite3_step(s);
+    if (rc == SQLITE_ROW) read_chunk(s, 0, c);
+    rc = rc == SQLITE_ROW ? 0 : rc == SQLITE_DONE ? -ENOENT : sql_err(m, rc);
+    done(s);
+    unlock(m);
+    return rc;
+}
+
+int fsmeta_set_tensors(fsmeta *m, uint64_t ino, const char *family,
+                       const struct fsm_tensor *t, size_t n)
+{
+    lock(m);
+    sqlite3_stmt *s = stmt(m, S_TDEL);
+    bind_i64(s, 1, (int64_t)ino);
+    int rc = run(m, s);
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        s = stmt(m, S_TINS);
+        bind_i64(s, 1, (int64_t)ino);
+        bind_i64(s, 2, (int64_t)t[i].off);
+        bind_i64(s, 3, (int64_t)t[i].len);
+        bind_i64(s, 4, t[i].dtype);
+        bind_i64(s, 5, t[i].width);
+        bind_name(s, 6, t[i].name);
+        rc = run(m, s);
+    }
+    if (rc == 0) {
+        s = stmt(m, S_SETFAMILY);
+        bind_i64(s, 1, (int64_t)ino);
+        if (family) bind_name(s, 2, family);
+        rc = run(m, s);
+    }
+    unlock(m);
+    return rc;
+}
+
+int fsmeta_tensors(fsmeta *m, uint64_t ino, struct fsm_tensor **out, size_t *n)
+{
+    lock(m);
+    sqlite3_stmt *s = stmt(m, S_TLIST);
+    bind_i64(s, 1, (int64_t)ino);
+    struct fsm_tensor *v = NULL;
+    size_t len = 0, cap = 0;
+    int rc;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        if (len == cap) {
+            cap = cap ? 2 * cap : 16;
+            struct fsm_tensor *nv = realloc(v, cap * sizeof *v);
+            if (!nv) {
+                rc = -ENOMEM;
+                break;
+            }
+            v = nv;
+        }
+        struct fsm_tensor *t = &v[len++];
+        t->off = (uint64_t)sqlite3_column_int64(s, 0);
+        t->len = (uint64_t)sqlite3_column_int64(s, 1);
+        t->dtype = (uint8_t)sqlite3_column_int64(s, 2);
+        t->width = (uint8_t)sqlite3_column_int64(s, 3);
+        int k = copy_blob(s, 4, t->name, FSM_TNAME_MAX - 1);
+        t->name[k < 0 ? 0 : k] = 0;
+    }
+    rc = rc == SQLITE_DONE ? 0 : rc < 0 ? rc : sql_err(m, rc);
+    done(s);
+    unlock(m);
+    if (rc < 0) {
+        free(v);
+        return rc;
+    }
+    *out = v;
+    *n = len;
+    return 0;
+}
+
+int fsmeta_family_latest(fsmeta *m, const char *family, uint64_t not_ino, uint64_t *ino)
+{
+    lock(m);
+    sqlite3_stmt *s = stmt(m, S_FAMILY);
+    bind_name(s, 1, family);
+    bind_i64(s, 2, (int64_t)not_ino);
+    int rc = sqlite3_step(s);
+    if (rc == SQLITE_ROW) *ino = (uint64_t)sqlite3_column_int64(s, 0);
+    rc = rc == SQLITE_ROW ? 0 : rc == SQLITE_DONE ? -ENOENT : sql_err(m, rc);
+    done(s);
+    unlock(m);
+    return rc;
+}
+
+int fsmeta_path(fsmeta *m, uint64_t ino, char *buf, size_t cap)
+{
+    /* Built from the leaf up at the end of buf, then moved to the front. */
+    size_t at = cap - 1;
+    buf[at] = 0;
+    char name[256 + 1];
+    for (int hops = 0; ino != 1; hops++) {
+        uint64_t parent;
+        if (hops > 4096) return -ELOOP;
+        CK_TRY(fsmeta_name_of(m, ino, &parent, name, sizeof name));
+        size_t l = strlen(name);
+        if (l + 1 > at) return -ENAMETOOLONG;
+        at -= l;
+        memcpy(buf + at, name, l);
+        buf[--at] = '/';
+        ino = parent;
+    }
+    if (at == cap - 1) buf[--at] = '/';
+    memmove(buf, buf + at, cap - at);
+    return 0;
 }

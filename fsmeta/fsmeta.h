@@ -38,6 +38,17 @@ struct fsm_chunk {
     uint32_t raw_len, stored_len;
     uint8_t codec;
     uint64_t hash;
+    uint64_t base;  /* chunk this is a delta against; 0: a keyframe */
+    uint32_t depth; /* deltas between this chunk and its keyframe */
+    uint64_t chain; /* stored bytes read to rebuild it, its own included */
+};
+
+/* A tensor of a file's committed content (see src/fmt.h). */
+#define FSM_TNAME_MAX 256
+struct fsm_tensor {
+    uint64_t off, len;
+    uint8_t dtype, width;
+    char name[FSM_TNAME_MAX];
 };
 
 struct fsm_extent {
@@ -50,6 +61,7 @@ struct fsm_stats {
     uint64_t logical_bytes; /* sum of regular file sizes */
     uint64_t stored_bytes;  /* sum of stored lengths of chunks in use */
     uint64_t chunks;
+    uint64_t delta_chunks;  /* chunks stored as deltas against a base */
 };
 
 /* Open (creating the schema and root directory, owned by root_uid/root_gid,
@@ -104,10 +116,25 @@ int fsmeta_xattr_remove(fsmeta *m, uint64_t ino, const char *name);
 /* Content of ino, sorted by offset; *out is malloc'd (NULL when n is 0). */
 int fsmeta_extents(fsmeta *m, uint64_t ino, struct fsm_extent **out, size_t *n);
 /* Replace the content of ino with ext[0..n): chunks with id 0 are inserted
-** and their ids written back; chunks no longer used are deleted. Also writes
+** and their ids written back; chunks no longer used become garbage. Also writes
 ** size, mtime and ctime and recomputes stored. */
 int fsmeta_set_content(fsmeta *m, uint64_t ino, struct fsm_extent *ext, size_t n,
                        uint64_t size, int64_t mtime, int64_t ctime);
+
+/* One chunk by id (any, garbage included). -ENOENT if there is none. */
+int fsmeta_chunk_get(fsmeta *m, uint64_t id, struct fsm_chunk *c);
+
+/* Record the tensors of ino's content and its family key (NULL: none);
+** replaces earlier ones. Call in the transaction that sets the content. */
+int fsmeta_set_tensors(fsmeta *m, uint64_t ino, const char *family,
+                       const struct fsm_tensor *t, size_t n);
+/* Tensors of ino's committed content by offset; *out malloc'd. */
+int fsmeta_tensors(fsmeta *m, uint64_t ino, struct fsm_tensor **out, size_t *n);
+/* The most recently modified other live file of the family that has
+** tensors; -ENOENT if none. */
+int fsmeta_family_latest(fsmeta *m, const char *family, uint64_t not_ino, uint64_t *ino);
+/* A path of ino from the root ("/a/b"), for family keys. */
+int fsmeta_path(fsmeta *m, uint64_t ino, char *buf, size_t cap);
 
 /* Delete inodes whose link count is 0 (unlinked while open before a crash). */
 int fsmeta_purge_orphans(fsmeta *m, uint64_t *purged);

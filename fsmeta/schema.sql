@@ -1,4 +1,4 @@
--- schema.sql: the ckptfs metadata schema (STORE/meta.db), format version 1.
+-- schema.sql: the ckptfs metadata schema (STORE/meta.db), format version 2.
 -- Compiled into the binaries; fsmeta.c is the only code that speaks SQL.
 -- Times are nanoseconds since the epoch. Names and link targets are BLOBs:
 -- file names are bytes, not text.
@@ -17,8 +17,11 @@ CREATE TABLE IF NOT EXISTS inode (
     mtime   INTEGER NOT NULL,
     ctime   INTEGER NOT NULL,
     stored  INTEGER NOT NULL DEFAULT 0, -- bytes of pack records holding the data
-    target  BLOB                        -- symlink target
+    target  BLOB,                       -- symlink target
+    family  BLOB                        -- path with directory numbers as '#'
 );
+-- Finds the previous checkpoint of a trainer that writes checkpoint-N/ trees.
+CREATE INDEX IF NOT EXISTS inode_family ON inode (family, mtime);
 
 -- Directory entries. id orders a directory for readdir cookies.
 CREATE TABLE IF NOT EXISTS dentry (
@@ -37,8 +40,11 @@ CREATE TABLE IF NOT EXISTS xattr (
     PRIMARY KEY (ino, name)
 ) WITHOUT ROWID;
 
--- One row per pack record in use. refs counts the extents that use it; a
--- chunk whose count reaches zero is deleted and its record becomes garbage.
+-- One row per pack record. refs counts the extents that use the chunk plus
+-- the live chunks that are deltas against it. A chunk at zero refs is
+-- garbage: it holds no reference on its base, and it comes back to life
+-- (taking that reference again) if a new delta names it as its base, which
+-- an ingest that started before it died may do. Reclaiming garbage is gc's.
 CREATE TABLE IF NOT EXISTS chunk (
     id          INTEGER PRIMARY KEY,
     pack        INTEGER NOT NULL,       -- pack id (packs/NNNNNNNN.pack)
@@ -47,8 +53,23 @@ CREATE TABLE IF NOT EXISTS chunk (
     stored_len  INTEGER NOT NULL,
     codec       INTEGER NOT NULL,
     hash        INTEGER NOT NULL,       -- XXH3-64 of the raw bytes, as signed
-    refs        INTEGER NOT NULL
+    refs        INTEGER NOT NULL,
+    base        INTEGER NOT NULL DEFAULT 0, -- chunk this is a delta against; 0: none
+    depth       INTEGER NOT NULL DEFAULT 0, -- deltas between this and a keyframe
+    chain       INTEGER NOT NULL DEFAULT 0  -- stored bytes read to rebuild it
 );
+
+-- Tensors of the committed content of ino, as the format parser found them:
+-- the next version of the file (or of its family) deltas against these.
+CREATE TABLE IF NOT EXISTS tensor (
+    ino     INTEGER NOT NULL,
+    off     INTEGER NOT NULL,           -- byte range in the file
+    len     INTEGER NOT NULL,
+    dtype   INTEGER NOT NULL,           -- enum fmt_dtype (src/fmt.h)
+    width   INTEGER NOT NULL,           -- bytes per element
+    name    BLOB NOT NULL,
+    PRIMARY KEY (ino, off)
+) WITHOUT ROWID;
 
 -- File content: the block of raw bytes at [off, off + chunk.raw_len) of
 -- inode ino. Ranges not covered by an extent, below size, read as zeros.

@@ -110,12 +110,13 @@ static int cmd_stats(struct store *st, int json, int files)
     if (json) {
         printf("{\"files\": %llu, \"dirs\": %llu, \"symlinks\": %llu, \"others\": %llu,\n"
                " \"logical_bytes\": %llu, \"stored_bytes\": %llu, \"ratio\": %.4f,\n"
-               " \"chunks\": %llu, \"packs\": %llu, \"pack_bytes\": %llu",
+               " \"chunks\": %llu, \"delta_chunks\": %llu, \"packs\": %llu,"
+               " \"pack_bytes\": %llu",
                (unsigned long long)s.files, (unsigned long long)s.dirs,
                (unsigned long long)s.symlinks, (unsigned long long)s.others,
                (unsigned long long)s.logical_bytes, (unsigned long long)s.stored_bytes, r,
-               (unsigned long long)s.chunks, (unsigned long long)p.packs,
-               (unsigned long long)p.bytes);
+               (unsigned long long)s.chunks, (unsigned long long)s.delta_chunks,
+               (unsigned long long)p.packs, (unsigned long long)p.bytes);
     } else {
         printf("store:          %s\n", st->path);
         printf("files:          %llu (%llu directories, %llu symlinks, %llu other)\n",
@@ -124,7 +125,8 @@ static int cmd_stats(struct store *st, int json, int files)
         printf("bytes written:  %llu\n", (unsigned long long)s.logical_bytes);
         printf("bytes stored:   %llu\n", (unsigned long long)s.stored_bytes);
         printf("ratio:          %.3fx\n", r);
-        printf("blocks:         %llu\n", (unsigned long long)s.chunks);
+        printf("blocks:         %llu (%llu stored as deltas)\n",
+               (unsigned long long)s.chunks, (unsigned long long)s.delta_chunks);
         printf("packs:          %llu files, %llu bytes on disk\n",
                (unsigned long long)p.packs, (unsigned long long)p.bytes);
     }

@@ -6,6 +6,7 @@
 */
 #include "codec.h"
 #include "common.h"
+#include "tcodec.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -41,13 +42,34 @@ static ZSTD_DCtx *thread_dctx(void)
 
 size_t codec_bound(size_t raw_len)
 {
-    return ZSTD_compressBound(raw_len);
+    return CK_MAX(ZSTD_compressBound(raw_len), tc_bound(raw_len));
 }
 
-int codec_encode(const void *raw, size_t raw_len, void *dst, size_t cap,
-                 int level, uint8_t *codec, size_t *stored_len)
+static int encode_tensor(const void *raw, size_t raw_len, void *dst, size_t cap,
+                         const struct codec_hint *h, uint8_t *codec, size_t *stored_len,
+                         int *delta)
+{
+    int mode;
+    CK_TRY(tc_encode(raw, raw_len, h->width, h->is_float, h->base, h->base_hash, NULL,
+                     dst, cap, stored_len, &mode));
+    *delta = mode != TC_STANDALONE;
+    if (*delta || *stored_len < raw_len) {
+        *codec = CODEC_TENSOR;
+        return 0;
+    }
+    memcpy(dst, raw, raw_len);
+    *codec = CODEC_RAW;
+    *stored_len = raw_len;
+    return 0;
+}
+
+int codec_encode(const void *raw, size_t raw_len, void *dst, size_t cap, int level,
+                 const struct codec_hint *h, uint8_t *codec, size_t *stored_len,
+                 int *delta)
 {
     if (cap < codec_bound(raw_len)) return -EINVAL;
+    *delta = 0;
+    if (h && h->width) return encode_tensor(raw, raw_len, dst, cap, h, codec, stored_len, delta);
     ZSTD_CCtx *c = thread_cctx();
     if (!c) return -ENOMEM;
     size_t n = ZSTD_compressCCtx(c, dst, cap, raw, raw_len, level);
@@ -64,8 +86,13 @@ int codec_encode(const void *raw, size_t raw_len, void *dst, size_t cap,
     return 0;
 }
 
+int codec_needs_base(uint8_t codec, const void *src, size_t stored_len)
+{
+    return codec == CODEC_TENSOR && tc_needs_base(src, stored_len);
+}
+
 int codec_decode(uint8_t codec, const void *src, size_t stored_len,
-                 void *dst, size_t raw_len)
+                 void *dst, size_t raw_len, const uint8_t *base, uint64_t base_hash)
 {
     switch (codec) {
     case CODEC_RAW:
@@ -79,6 +106,8 @@ int codec_decode(uint8_t codec, const void *src, size_t stored_len,
         if (ZSTD_isError(n) || n != raw_len) return -EIO;
         return 0;
     }
+    case CODEC_TENSOR:
+        return tc_decode(src, stored_len, base, base_hash, dst, raw_len);
     default:
         return -EINVAL;
     }
@@ -89,6 +118,7 @@ const char *codec_name(uint8_t codec)
     switch (codec) {
     case CODEC_RAW: return "raw";
     case CODEC_ZSTD: return "zstd";
+    case CODEC_TENSOR: return "tensor";
     default: return "?";
     }
 }

@@ -3,8 +3,10 @@
 **
 ** A block of raw bytes is encoded into a stored form tagged by a codec id:
 **
-**   CODEC_RAW  (0)  stored bytes are the raw bytes
-**   CODEC_ZSTD (1)  one zstd frame whose content is the raw bytes
+**   CODEC_RAW    (0)  stored bytes are the raw bytes
+**   CODEC_ZSTD   (1)  one zstd frame whose content is the raw bytes
+**   CODEC_TENSOR (2)  a tensor block (tcodec.h), possibly a delta against
+**                     a base block: the same block of the previous version
 **
 ** codec_encode never returns a stored form larger than the raw bytes: when
 ** compression does not pay, the block is kept raw. Ids are written into pack
@@ -16,21 +18,34 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum { CODEC_RAW = 0, CODEC_ZSTD = 1, CODEC_MAX = 1 };
+enum { CODEC_RAW = 0, CODEC_ZSTD = 1, CODEC_TENSOR = 2, CODEC_MAX = 2 };
+
+/* What the encoder knows about a block beyond its bytes. */
+struct codec_hint {
+    unsigned width;          /* element width of a tensor block; 0: plain bytes */
+    int is_float;
+    const uint8_t *base;     /* previous version of the block (same length) or NULL */
+    uint64_t base_hash;      /* its XXH3-64 */
+};
 
 /* Capacity the destination of codec_encode needs for raw_len bytes. */
 size_t codec_bound(size_t raw_len);
 
 /* Encode raw[0..raw_len) into dst (capacity cap >= codec_bound(raw_len)),
-** compressing at zstd level `level`. Sets *codec and *stored_len. */
-int codec_encode(const void *raw, size_t raw_len, void *dst, size_t cap,
-                 int level, uint8_t *codec, size_t *stored_len);
+** compressing at zstd level `level`; h (NULL: plain bytes) selects the tensor
+** codec. Sets *codec, *stored_len and *delta (1 if the base was used). */
+int codec_encode(const void *raw, size_t raw_len, void *dst, size_t cap, int level,
+                 const struct codec_hint *h, uint8_t *codec, size_t *stored_len,
+                 int *delta);
 
 /* Decode a stored form into exactly raw_len bytes at dst. Returns -EIO if the
 ** stored bytes are malformed or do not decode to raw_len bytes, -EINVAL for an
-** unknown codec id. */
+** unknown codec id. base/base_hash: the block's base when it is a delta. */
 int codec_decode(uint8_t codec, const void *src, size_t stored_len,
-                 void *dst, size_t raw_len);
+                 void *dst, size_t raw_len, const uint8_t *base, uint64_t base_hash);
+
+/* True when a stored form needs its base block to decode. */
+int codec_needs_base(uint8_t codec, const void *src, size_t stored_len);
 
 /* Name of a codec id, for tools ("raw", "zstd", "?"). */
 const char *codec_name(uint8_t codec);

@@ -7,6 +7,7 @@
 */
 #include "ingest.h"
 #include "common.h"
+#include "cutter.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,8 @@ struct job {
     uint8_t *raw;
     size_t len;
     size_t idx;
+    struct store_hint h;
+    struct fsm_chunk base; /* h.base points here when set */
 };
 
 static void encode_job(void *arg)
@@ -27,7 +30,8 @@ static void encode_job(void *arg)
     struct job *j = arg;
     struct fsm_extent e = {0};
     int rc = 0;
-    if (!ck_is_zero(j->raw, j->len)) rc = store_put_block(j->st, j->raw, j->len, &e.c);
+    if (j->h.base) j->h.base = &j->base;
+    if (!ck_is_zero(j->raw, j->len)) rc = store_put_block(j->st, j->raw, j->len, &j->h, &e.c);
     struct node *n = j->n;
     pthread_mutex_lock(&n->cmu);
     if (rc < 0 && n->err == 0) n->err = rc;
@@ -39,11 +43,15 @@ static void encode_job(void *arg)
     free(j);
 }
 
-/* Queue raw (malloc'd, ownership passes) as the block at file offset off. */
+/* Queue raw (malloc'd, ownership passes) as the block at file offset off,
+** just cut by the node's cutter if it has one. */
 static int submit_block(struct store *st, struct node *n, uint8_t *raw, size_t len,
                         uint64_t off)
 {
     struct job *j = malloc(sizeof *j);
+    struct store_hint h = {0, 0, NULL};
+    struct fsm_chunk base;
+    if (n->cut) cutter_hint(n->cut, off, len, &h, &base);
     pthread_mutex_lock(&n->cmu);
     if (j && n->npend == n->pend_cap) {
         size_t cap = n->pend_cap ? 2 * n->pend_cap : 64;
@@ -52,7 +60,7 @@ static int submit_block(struct store *st, struct node *n, uint8_t *raw, size_t l
     }
     int ok = j && n->npend < n->pend_cap;
     if (ok) {
-        *j = (struct job){st, n, raw, len, n->npend};
+        *j = (struct job){st, n, raw, len, n->npend, h, h.base ? base : (struct fsm_chunk){0}};
         n->pend[n->npend++] = (struct fsm_extent){.file_off = off};
         n->inflight++;
     }
@@ -128,6 +136,49 @@ static void drop_stream(struct node *n)
     n->tail_len = 0;
     n->npend = 0;
     n->send = 0;
+    cutter_free(n->cut);
+    n->cut = NULL;
+}
+
+/* The base version for a new body of n: its own committed content when that
+** has tensors (a file rewritten in place), else the latest file of its
+** family (the same file in the previous checkpoint-N/ directory). */
+static void find_base(struct store *st, struct node *n)
+{
+    struct fsm_tensor *t;
+    size_t nt;
+    const char *fam = cutter_family(n->cut);
+    if (n->loaded && n->map && n->map->n && fsmeta_tensors(st->meta, n->ino, &t, &nt) == 0) {
+        if (nt) {
+            extmap_get(n->map);
+            cutter_set_base(n->cut, n->map, t, nt);
+            return;
+        }
+        free(t);
+    }
+    uint64_t b;
+    struct fsm_extent *e;
+    size_t ne;
+    if (!fam || fsmeta_family_latest(st->meta, fam, n->ino, &b) < 0) return;
+    if (fsmeta_tensors(st->meta, b, &t, &nt) < 0) return;
+    if (fsmeta_extents(st->meta, b, &e, &ne) < 0) {
+        free(t);
+        return;
+    }
+    struct extmap *m = extmap_new(e, ne);
+    free(e);
+    if (m) cutter_set_base(n->cut, m, t, nt); else free(t);
+}
+
+/* A new body of n starts streaming from offset 0: parse it as it comes. */
+static void cut_begin(struct store *st, struct node *n)
+{
+    char path[4096];
+    cutter_free(n->cut);
+    n->cut = cutter_new();
+    if (!n->cut) return; /* plain blocks, no deltas */
+    if (fsmeta_path(st->meta, n->ino, path, sizeof path) == 0) cutter_set_family(n->cut, path);
+    find_base(st, n);
 }
 
 /* Move the current body of n into a fresh staging file. */
@@ -173,25 +224,32 @@ static int leave_clean(struct store *st, struct node *n)
     drop_stream(n);
     if (n->csize > 0) return to_stage(st, n); /* copies the committed extents */
     n->mode = NODE_STREAM;
+    cut_begin(st, n);
     return 0;
 }
 
+/* Append bytes at the end of the body (n->send), cutting and queueing the
+** blocks they complete. */
 static int stream_append(struct store *st, struct node *n, const uint8_t *buf, size_t len)
 {
     size_t bs = st->o.block_size;
+    if (n->cut) cutter_feed(n->cut, buf, len);
     while (len > 0) {
+        uint64_t start = n->send - n->tail_len;
+        uint64_t end = n->cut ? cutter_block_end(n->cut, start, bs) : start + bs;
         if (!n->tail && !(n->tail = malloc(bs))) return -ENOMEM;
-        size_t take = CK_MIN(len, bs - n->tail_len);
+        size_t take = (size_t)CK_MIN((uint64_t)len, end - n->send);
         memcpy(n->tail + n->tail_len, buf, take);
         n->tail_len += take;
         n->send += take;
         buf += take;
         len -= take;
-        if (n->tail_len == bs) {
+        if (n->send == end) {
             uint8_t *full = n->tail;
+            size_t flen = n->tail_len;
             n->tail = NULL;
             n->tail_len = 0;
-            CK_TRY(submit_block(st, n, full, bs, n->send - bs));
+            CK_TRY(submit_block(st, n, full, flen, start));
         }
     }
     n->size = CK_MAX(n->size, n->send);
@@ -251,6 +309,7 @@ static int truncate_locked(struct store *st, struct node *n, uint64_t size)
         }
         drop_stream(n);
         n->mode = NODE_STREAM;
+        cut_begin(st, n);
     } else if (n->mode == NODE_STREAM && size < n->send) {
         CK_TRY(to_stage(st, n));
     }
@@ -269,24 +328,34 @@ int ingest_truncate(struct store *st, struct node *n, uint64_t size)
     return rc;
 }
 
-/* Queue every block of the staging file for encoding. */
+/* Queue every block of the staging file for encoding, cut as if it had
+** streamed in. The stream fields are free in NODE_STAGE. */
 static int stage_encode(struct store *st, struct node *n)
 {
     size_t bs = st->o.block_size;
-    n->npend = 0;
-    for (uint64_t off = 0; off < n->size; off += bs) {
-        size_t len = (size_t)CK_MIN((uint64_t)bs, n->size - off);
-        uint8_t *raw = malloc(len);
-        if (!raw) return -ENOMEM;
-        ssize_t got = pread(n->stage_fd, raw, len, (off_t)off);
+    drop_stream(n);
+    cut_begin(st, n);
+    uint8_t *buf = malloc(bs);
+    int rc = buf ? 0 : -ENOMEM;
+    uint64_t size = n->size;
+    for (uint64_t off = 0; rc == 0 && off < size; off += bs) {
+        size_t len = (size_t)CK_MIN((uint64_t)bs, size - off);
+        ssize_t got = pread(n->stage_fd, buf, len, (off_t)off);
         if (got < 0) {
-            free(raw);
-            return -errno;
+            rc = -errno;
+            break;
         }
-        memset(raw + got, 0, len - (size_t)got); /* past the staging end: zeros */
-        CK_TRY(submit_block(st, n, raw, len, off));
+        memset(buf + got, 0, len - (size_t)got); /* past the staging end: zeros */
+        rc = stream_append(st, n, buf, len);
     }
-    return 0;
+    free(buf);
+    if (rc == 0 && n->tail_len) {
+        rc = submit_block(st, n, n->tail, n->tail_len, n->send - n->tail_len);
+        n->tail = NULL;
+        n->tail_len = 0;
+    }
+    n->size = size;
+    return rc;
 }
 
 /* Collect the extents to commit: finished blocks plus the stream tail. */
@@ -299,8 +368,11 @@ static int gather(struct store *st, struct node *n, struct fsm_extent **out, siz
         if (n->pend[i].c.raw_len) v[k++] = n->pend[i];
     int rc = 0;
     if (n->mode == NODE_STREAM && n->tail_len && !ck_is_zero(n->tail, n->tail_len)) {
+        struct store_hint h = {0, 0, NULL};
+        struct fsm_chunk base;
         v[k].file_off = n->send - n->tail_len;
-        rc = store_put_block(st, n->tail, n->tail_len, &v[k].c);
+        if (n->cut) cutter_hint(n->cut, v[k].file_off, n->tail_len, &h, &base);
+        rc = store_put_block(st, n->tail, n->tail_len, &h, &v[k].c);
         k++;
     }
     if (rc == 0) rc = store_sync_extents(st, v, k);
@@ -327,6 +399,11 @@ static int commit_dirty(struct store *st, struct node *n, int durable)
     int rc = fsmeta_begin(st->meta, durable);
     if (rc == 0) {
         rc = fsmeta_set_content(st->meta, n->ino, v, k, n->size, n->mtime, n->ctime);
+        if (rc == 0 && n->cut) {
+            size_t nt;
+            const struct fsm_tensor *t = cutter_tensors(n->cut, &nt);
+            rc = fsmeta_set_tensors(st->meta, n->ino, cutter_family(n->cut), t, nt);
+        }
         if (rc == 0) rc = fsmeta_commit(st->meta); else fsmeta_rollback(st->meta);
     }
     if (rc < 0) {

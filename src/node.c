@@ -2,6 +2,7 @@
 ** node.c: the table of in-memory inodes (see node.h).
 */
 #include "node.h"
+#include "cutter.h"
 #include "common.h"
 
 #include <stdlib.h>
@@ -49,6 +50,7 @@ static void node_free(struct node *n)
     if (n->stage_fd >= 0) close(n->stage_fd);
     extmap_put(n->map);
     free(n->tail);
+    cutter_free(n->cut);
     free(n->pend);
     pthread_mutex_destroy(&n->mu);
     pthread_mutex_destroy(&n->cmu);

@@ -46,6 +46,7 @@ struct node {
     uint64_t send;         /* NODE_STREAM: bytes appended; [send, size) is a hole */
     uint8_t *tail;         /* NODE_STREAM: bytes after the last full block */
     size_t tail_len;
+    struct cutter *cut;    /* where blocks end and what they hold (ingest.c) */
 
     pthread_mutex_t cmu;
     pthread_cond_t ccv;

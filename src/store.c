@@ -121,18 +121,64 @@ static uint8_t *scratch(size_t need)
     return s->data;
 }
 
-int store_put_block(struct store *st, const void *raw, size_t len, struct fsm_chunk *c)
+/* The base block to encode against: rebuilt (through the cache) into a
+** malloc'd buffer, when the chain bound allows one more delta. */
+static uint8_t *base_for(struct store *st, const struct store_hint *h, size_t len)
+{
+    const struct fsm_chunk *b = h ? h->base : NULL;
+    if (!b || !h->width || b->id == 0 || b->raw_len != len || b->depth >= STORE_MAX_DEPTH ||
+        b->chain > (uint64_t)STORE_MAX_CHAIN_X * len)
+        return NULL;
+    uint8_t *buf = malloc(len);
+    if (buf && store_read_block(st, b, 0, len, buf) < 0) {
+        free(buf); /* an unreadable base only costs the delta; it was logged */
+        buf = NULL;
+    }
+    return buf;
+}
+
+int store_put_block(struct store *st, const void *raw, size_t len,
+                    const struct store_hint *h, struct fsm_chunk *c)
 {
     uint8_t *dst = scratch(codec_bound(len));
     if (!dst) return -ENOMEM;
     uint8_t codec;
     size_t stored;
-    CK_TRY(codec_encode(raw, len, dst, codec_bound(len), st->o.zstd_level, &codec, &stored));
+    int delta;
+    uint8_t *base = base_for(st, h, len);
+    struct codec_hint ch = {h ? h->width : 0, h ? h->is_float : 0, base,
+                            base ? h->base->hash : 0};
+    int rc = codec_encode(raw, len, dst, codec_bound(len), st->o.zstd_level,
+                          ch.width ? &ch : NULL, &codec, &stored, &delta);
+    free(base);
+    CK_TRY(rc);
     struct pack_rec r = {.codec = codec, .raw_len = (uint32_t)len,
                          .stored_len = (uint32_t)stored, .hash = XXH3_64bits(raw, len)};
     *c = (struct fsm_chunk){.raw_len = r.raw_len, .stored_len = r.stored_len,
-                            .codec = codec, .hash = r.hash};
+                            .codec = codec, .hash = r.hash, .chain = stored};
+    if (delta) {
+        c->base = h->base->id;
+        c->depth = h->base->depth + 1;
+        c->chain = h->base->chain + stored;
+    }
     return pack_append(st->packs, &r, dst, &c->pack, &c->off);
+}
+
+/* Decode a delta: rebuild its base first (through the cache). */
+static int decode_delta(struct store *st, const struct fsm_chunk *c, const void *src,
+                        void *dst)
+{
+    struct fsm_chunk b;
+    int rc = fsmeta_chunk_get(st->meta, c->base, &b);
+    if (rc < 0) return rc == -ENOENT ? -EIO : rc; /* a lost base is corruption */
+    if (b.raw_len != c->raw_len) return -EIO;
+    uint8_t *base = malloc(b.raw_len);
+    if (!base) return -ENOMEM;
+    rc = store_read_block(st, &b, 0, b.raw_len, base);
+    if (rc == 0)
+        rc = codec_decode(c->codec, src, c->stored_len, dst, c->raw_len, base, b.hash);
+    free(base);
+    return rc;
 }
 
 static int load_block(struct store *st, const struct fsm_chunk *c, void *dst)
@@ -146,7 +192,10 @@ static int load_block(struct store *st, const struct fsm_chunk *c, void *dst)
         void *tmp = malloc(c->stored_len);
         if (!tmp) return -ENOMEM;
         rc = pack_read(st->packs, c->pack, c->off, &r, tmp);
-        if (rc == 0) rc = codec_decode(c->codec, tmp, c->stored_len, dst, c->raw_len);
+        if (rc == 0 && codec_needs_base(c->codec, tmp, c->stored_len))
+            rc = c->base ? decode_delta(st, c, tmp, dst) : -EIO;
+        else if (rc == 0)
+            rc = codec_decode(c->codec, tmp, c->stored_len, dst, c->raw_len, NULL, 0);
         free(tmp);
     }
     if (rc == 0 && XXH3_64bits(dst, c->raw_len) != c->hash) rc = -EIO;

@@ -12,8 +12,9 @@
 ** A block is written by encoding it (codec.h), appending the record to a pack
 ** and describing it in a struct fsm_chunk; the chunk enters meta.db only
 ** when a file that uses it commits. Reading a block checks the record header
-** against the chunk, decodes, and checks the XXH3 of the result: corruption
-** is reported as -EIO and logged, never returned as data.
+** against the chunk, decodes (a delta after rebuilding its base, through the
+** cache), and checks the XXH3 of the result: corruption is reported as -EIO
+** and logged, never returned as data.
 */
 #ifndef CKPT_STORE_H
 #define CKPT_STORE_H
@@ -55,8 +56,25 @@ void store_close(struct store *st);
 /* Start the compression workers (after any fork: threads do not survive it). */
 int store_start(struct store *st);
 
-/* Encode and append one block; fills *c (id 0). Not durable until synced. */
-int store_put_block(struct store *st, const void *raw, size_t len, struct fsm_chunk *c);
+/* What a writer knows of a block: a tensor's element type and the same
+** block of the tensor's previous version (a committed chunk). */
+struct store_hint {
+    unsigned width;             /* bytes per element; 0: not a tensor */
+    int is_float;
+    const struct fsm_chunk *base; /* NULL: none */
+};
+
+/* Chains of deltas are bounded so a read never decodes more than
+** STORE_MAX_DEPTH + 1 blocks nor reads more than about 3x the block size:
+** a block is stored as a delta only when its base has depth below
+** STORE_MAX_DEPTH and a chain of at most STORE_MAX_CHAIN_X times its size. */
+#define STORE_MAX_DEPTH 8
+#define STORE_MAX_CHAIN_X 2
+
+/* Encode and append one block (h may be NULL); fills *c (id 0). Not
+** durable until synced. */
+int store_put_block(struct store *st, const void *raw, size_t len,
+                    const struct store_hint *h, struct fsm_chunk *c);
 /* Copy [off, off+len) of the block of c into dst, through the cache. */
 int store_read_block(struct store *st, const struct fsm_chunk *c, size_t off,
                      size_t len, void *dst);

@@ -11,6 +11,8 @@
 #include "../src/codec.h"
 #include "unit_util.h"
 
+static int dl; /* codec_encode reports delta use here; plain blocks never are */
+
 #include <zstd.h>
 
 #define MiB (1u << 20)
@@ -50,7 +52,7 @@ static uint8_t roundtrip(const uint8_t *raw, size_t n, size_t *stored_out)
     uint8_t *st = ut_xmalloc(cap);
     uint8_t codec = 0xEE;
     size_t stored = (size_t)-1;
-    ck_assert_int_eq(codec_encode(raw, n, st, cap, 1, &codec, &stored), 0);
+    ck_assert_int_eq(codec_encode(raw, n, st, cap, 1, NULL, &codec, &stored, &dl), 0);
     ck_assert_msg(codec == CODEC_RAW || codec == CODEC_ZSTD, "codec %u", codec);
     ck_assert_msg(stored <= n, "stored %zu > raw %zu", stored, n);
     if (codec == CODEC_RAW) {
@@ -60,7 +62,7 @@ static uint8_t roundtrip(const uint8_t *raw, size_t n, size_t *stored_out)
     /* Decode into a buffer with a guard zone to catch overruns. */
     uint8_t *out = ut_xmalloc(n + 64);
     memset(out, 0xA5, n + 64);
-    ck_assert_int_eq(codec_decode(codec, st, stored, out, n), 0);
+    ck_assert_int_eq(codec_decode(codec, st, stored, out, n, NULL, 0), 0);
     ck_assert(n == 0 || memcmp(out, raw, n) == 0);
     for (size_t i = 0; i < 64; i++) ck_assert_uint_eq(out[n + i], 0xA5);
     free(out);
@@ -91,17 +93,17 @@ START_TEST(test_empty_and_one_byte)
     uint8_t st[64], out[1];
     uint8_t codec = 0xEE;
     size_t stored = 99;
-    ck_assert_int_eq(codec_encode("", 0, st, codec_bound(0), 1, &codec, &stored), 0);
+    ck_assert_int_eq(codec_encode("", 0, st, codec_bound(0), 1, NULL, &codec, &stored, &dl), 0);
     ck_assert_uint_eq(stored, 0);
     ck_assert_int_eq(codec, CODEC_RAW);
-    ck_assert_int_eq(codec_decode(CODEC_RAW, st, 0, out, 0), 0);
+    ck_assert_int_eq(codec_decode(CODEC_RAW, st, 0, out, 0, NULL, 0), 0);
 
     uint8_t one = 0x5A;
-    ck_assert_int_eq(codec_encode(&one, 1, st, codec_bound(1), 1, &codec, &stored), 0);
+    ck_assert_int_eq(codec_encode(&one, 1, st, codec_bound(1), 1, NULL, &codec, &stored, &dl), 0);
     ck_assert_int_eq(codec, CODEC_RAW); /* one byte cannot shrink */
     ck_assert_uint_eq(stored, 1);
     out[0] = 0;
-    ck_assert_int_eq(codec_decode(codec, st, stored, out, 1), 0);
+    ck_assert_int_eq(codec_decode(codec, st, stored, out, 1, NULL, 0), 0);
     ck_assert_uint_eq(out[0], 0x5A);
 }
 END_TEST
@@ -120,7 +122,7 @@ START_TEST(test_zstd_decode_small_frames)
         ck_assert(!ZSTD_isError(fl));
         uint8_t *out = ut_xmalloc(n + 16);
         memset(out, 0xA5, n + 16);
-        ck_assert_int_eq(codec_decode(CODEC_ZSTD, fr, fl, out, n), 0);
+        ck_assert_int_eq(codec_decode(CODEC_ZSTD, fr, fl, out, n, NULL, 0), 0);
         ck_assert(n == 0 || memcmp(out, raw, n) == 0);
         for (size_t i = 0; i < 16; i++) ck_assert_uint_eq(out[n + i], 0xA5);
         free(out);
@@ -197,7 +199,7 @@ static uint8_t *make_frame(size_t n, uint8_t **raw_out, size_t *stored)
     for (size_t i = 0; i < n; i += 97) raw[i] = (uint8_t)(i >> 3);
     uint8_t *st = ut_xmalloc(codec_bound(n));
     uint8_t codec;
-    ck_assert_int_eq(codec_encode(raw, n, st, codec_bound(n), 1, &codec, stored), 0);
+    ck_assert_int_eq(codec_encode(raw, n, st, codec_bound(n), 1, NULL, &codec, stored, &dl), 0);
     ck_assert_int_eq(codec, CODEC_ZSTD);
     *raw_out = raw;
     return st;
@@ -215,17 +217,17 @@ START_TEST(test_corrupt_zstd)
     for (int i = 0; i < 4; i++) {
         memcpy(bad, st, stored);
         bad[i] ^= 0xFF;
-        ck_assert_int_eq(codec_decode(CODEC_ZSTD, bad, stored, out, n), -EIO);
+        ck_assert_int_eq(codec_decode(CODEC_ZSTD, bad, stored, out, n, NULL, 0), -EIO);
     }
     /* Truncated frames. */
     size_t cuts[] = {0, 1, 4, 8, stored / 2, stored - 1};
     for (size_t i = 0; i < sizeof cuts / sizeof cuts[0]; i++)
-        ck_assert_int_eq(codec_decode(CODEC_ZSTD, st, cuts[i], out, n), -EIO);
+        ck_assert_int_eq(codec_decode(CODEC_ZSTD, st, cuts[i], out, n, NULL, 0), -EIO);
     /* Garbage. */
     ut_fill_random(bad, stored, 1234);
-    ck_assert_int_eq(codec_decode(CODEC_ZSTD, bad, stored, out, n), -EIO);
+    ck_assert_int_eq(codec_decode(CODEC_ZSTD, bad, stored, out, n, NULL, 0), -EIO);
     memset(bad, 0, stored);
-    ck_assert_int_eq(codec_decode(CODEC_ZSTD, bad, stored, out, n), -EIO);
+    ck_assert_int_eq(codec_decode(CODEC_ZSTD, bad, stored, out, n, NULL, 0), -EIO);
 
     /* Any flipped byte: the decoder may produce wrong bytes (the store's hash
     ** catches those) but must return 0 or -EIO and never write past dst. */
@@ -234,7 +236,7 @@ START_TEST(test_corrupt_zstd)
         memcpy(bad, st, stored);
         bad[pos] ^= (uint8_t)(1u << (pos % 8));
         memset(out, 0xA5, n + 64);
-        int rc = codec_decode(CODEC_ZSTD, bad, stored, out, n);
+        int rc = codec_decode(CODEC_ZSTD, bad, stored, out, n, NULL, 0);
         ck_assert_msg(rc == 0 || rc == -EIO, "flip at %zu: rc %d", pos, rc);
         if (rc == -EIO) eio++;
         for (size_t i = 0; i < 64; i++) ck_assert_uint_eq(out[n + i], 0xA5);
@@ -253,14 +255,14 @@ START_TEST(test_wrong_raw_len)
     uint8_t *raw;
     uint8_t *st = make_frame(n, &raw, &stored);
     uint8_t *out = ut_xmalloc(n + 64);
-    ck_assert_int_eq(codec_decode(CODEC_ZSTD, st, stored, out, n), 0);
-    ck_assert_int_eq(codec_decode(CODEC_ZSTD, st, stored, out, n - 1), -EIO);
-    ck_assert_int_eq(codec_decode(CODEC_ZSTD, st, stored, out, n + 1), -EIO);
-    ck_assert_int_eq(codec_decode(CODEC_ZSTD, st, stored, out, 1), -EIO);
-    ck_assert_int_eq(codec_decode(CODEC_ZSTD, st, stored, out, 0), -EIO);
+    ck_assert_int_eq(codec_decode(CODEC_ZSTD, st, stored, out, n, NULL, 0), 0);
+    ck_assert_int_eq(codec_decode(CODEC_ZSTD, st, stored, out, n - 1, NULL, 0), -EIO);
+    ck_assert_int_eq(codec_decode(CODEC_ZSTD, st, stored, out, n + 1, NULL, 0), -EIO);
+    ck_assert_int_eq(codec_decode(CODEC_ZSTD, st, stored, out, 1, NULL, 0), -EIO);
+    ck_assert_int_eq(codec_decode(CODEC_ZSTD, st, stored, out, 0, NULL, 0), -EIO);
     /* Raw: the stored length must equal the raw length. */
-    ck_assert_int_eq(codec_decode(CODEC_RAW, raw, 100, out, 101), -EIO);
-    ck_assert_int_eq(codec_decode(CODEC_RAW, raw, 101, out, 100), -EIO);
+    ck_assert_int_eq(codec_decode(CODEC_RAW, raw, 100, out, 101, NULL, 0), -EIO);
+    ck_assert_int_eq(codec_decode(CODEC_RAW, raw, 101, out, 100, NULL, 0), -EIO);
     free(out);
     free(st);
     free(raw);
@@ -270,8 +272,8 @@ END_TEST
 START_TEST(test_unknown_codec)
 {
     uint8_t src[16] = {0}, dst[16];
-    ck_assert_int_eq(codec_decode(CODEC_MAX + 1, src, 16, dst, 16), -EINVAL);
-    ck_assert_int_eq(codec_decode(0xFF, src, 16, dst, 16), -EINVAL);
+    ck_assert_int_eq(codec_decode(CODEC_MAX + 1, src, 16, dst, 16, NULL, 0), -EINVAL);
+    ck_assert_int_eq(codec_decode(0xFF, src, 16, dst, 16, NULL, 0), -EINVAL);
     ck_assert_str_eq(codec_name(CODEC_RAW), "raw");
     ck_assert_str_eq(codec_name(CODEC_ZSTD), "zstd");
     ck_assert_str_eq(codec_name(0xFF), "?");
@@ -286,10 +288,10 @@ START_TEST(test_small_cap)
     uint8_t *st = ut_xmalloc(codec_bound(n));
     uint8_t codec;
     size_t stored;
-    ck_assert_int_eq(codec_encode(raw, n, st, codec_bound(n) - 1, 1, &codec, &stored), -EINVAL);
-    ck_assert_int_eq(codec_encode(raw, n, st, n, 1, &codec, &stored), -EINVAL);
-    ck_assert_int_eq(codec_encode(raw, n, st, 0, 1, &codec, &stored), -EINVAL);
-    ck_assert_int_eq(codec_encode(raw, n, st, codec_bound(n), 1, &codec, &stored), 0);
+    ck_assert_int_eq(codec_encode(raw, n, st, codec_bound(n) - 1, 1, NULL, &codec, &stored, &dl), -EINVAL);
+    ck_assert_int_eq(codec_encode(raw, n, st, n, 1, NULL, &codec, &stored, &dl), -EINVAL);
+    ck_assert_int_eq(codec_encode(raw, n, st, 0, 1, NULL, &codec, &stored, &dl), -EINVAL);
+    ck_assert_int_eq(codec_encode(raw, n, st, codec_bound(n), 1, NULL, &codec, &stored, &dl), 0);
     free(st);
     free(raw);
 }
@@ -305,9 +307,9 @@ START_TEST(test_levels)
     for (size_t i = 0; i < sizeof levels / sizeof levels[0]; i++) {
         uint8_t codec;
         size_t stored;
-        ck_assert_int_eq(codec_encode(raw, n, st, codec_bound(n), levels[i], &codec, &stored), 0);
+        ck_assert_int_eq(codec_encode(raw, n, st, codec_bound(n), levels[i], NULL, &codec, &stored, &dl), 0);
         ck_assert_uint_le(stored, n);
-        ck_assert_int_eq(codec_decode(codec, st, stored, out, n), 0);
+        ck_assert_int_eq(codec_decode(codec, st, stored, out, n, NULL, 0), 0);
         ck_assert(memcmp(out, raw, n) == 0);
     }
     free(out);

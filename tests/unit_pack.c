@@ -302,9 +302,9 @@ START_TEST(test_payload_flip_store)
     ut_fill_random(rnd, n, 5);
     for (size_t i = 0; i < n; i++) txt[i] = (uint8_t)("0123456789abcdef"[i % 16] + (i / 4096));
     struct fsm_chunk cr, cz, cok;
-    ck_assert_int_eq(store_put_block(st, rnd, n, &cr), 0);
-    ck_assert_int_eq(store_put_block(st, txt, n, &cz), 0);
-    ck_assert_int_eq(store_put_block(st, rnd, 1000, &cok), 0);
+    ck_assert_int_eq(store_put_block(st, rnd, n, NULL, &cr), 0);
+    ck_assert_int_eq(store_put_block(st, txt, n, NULL, &cz), 0);
+    ck_assert_int_eq(store_put_block(st, rnd, 1000, NULL, &cok), 0);
     ck_assert_int_eq(cr.codec, CODEC_RAW);
     ck_assert_int_eq(cz.codec, CODEC_ZSTD);
     ck_assert_uint_eq(cr.id, 0);

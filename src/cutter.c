@@ -1,0 +1,195 @@
+/*
+** cutter.c: block boundaries and hints from the format parser (see cutter.h).
+*/
+#include "cutter.h"
+#include "common.h"
+#include "fmt.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct cutter {
+    fmt_parser *fp;            /* NULL after running out of memory */
+    struct fmt_tensor *q;      /* announced tensors not yet passed: q[qhead..qlen) */
+    size_t qhead, qlen, qcap;
+    struct extmap *bmap;       /* base version */
+    struct fsm_tensor *bt;     /* its tensors, sorted by name */
+    size_t nbt;
+    struct fsm_tensor *used;   /* tensors cut so far */
+    size_t nused, ucap;
+    char *family;
+};
+
+struct cutter *cutter_new(void)
+{
+    struct cutter *c = calloc(1, sizeof *c);
+    if (c && fmt_parser_new(&c->fp) < 0) {
+        free(c);
+        return NULL;
+    }
+    return c;
+}
+
+void cutter_free(struct cutter *c)
+{
+    if (!c) return;
+    fmt_parser_free(c->fp);
+    free(c->q);
+    extmap_put(c->bmap);
+    free(c->bt);
+    free(c->used);
+    free(c->family);
+    free(c);
+}
+
+void cutter_set_family(struct cutter *c, const char *path)
+{
+    /* Numbers in directory names become '#': checkpoint-500/x and
+    ** checkpoint-1000/x are one family; the file name is kept as it is. */
+    free(c->family);
+    c->family = malloc(strlen(path) + 1);
+    if (!c->family) return;
+    const char *last = strrchr(path, '/');
+    char *w = c->family;
+    for (const char *r = path; *r;) {
+        if (last && r < last && *r >= '0' && *r <= '9') {
+            while (r < last && *r >= '0' && *r <= '9') r++;
+            *w++ = '#';
+        } else {
+            *w++ = *r++;
+        }
+    }
+    *w = 0;
+}
+
+const char *cutter_family(const struct cutter *c)
+{
+    return c->family;
+}
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(((const struct fsm_tensor *)a)->name, ((const struct fsm_tensor *)b)->name);
+}
+
+void cutter_set_base(struct cutter *c, struct extmap *map, struct fsm_tensor *t, size_t n)
+{
+    extmap_put(c->bmap);
+    free(c->bt);
+    qsort(t, n, sizeof *t, by_name);
+    c->bmap = map;
+    c->bt = t;
+    c->nbt = n;
+}
+
+static void push(struct cutter *c, const struct fmt_tensor *t)
+{
+    if (c->qhead > 0 && c->qlen == c->qcap) {
+        memmove(c->q, c->q + c->qhead, (c->qlen - c->qhead) * sizeof *c->q);
+        c->qlen -= c->qhead;
+        c->qhead = 0;
+    }
+    if (c->qlen == c->qcap) {
+        size_t cap = c->qcap ? 2 * c->qcap : 64;
+        struct fmt_tensor *q = realloc(c->q, cap * sizeof *q);
+        if (!q) return; /* the tensor is cut as plain bytes */
+        c->q = q;
+        c->qcap = cap;
+    }
+    c->q[c->qlen++] = *t;
+}
+
+void cutter_feed(struct cutter *c, const void *buf, size_t len)
+{
+    if (!c->fp) return;
+    if (fmt_feed(c->fp, buf, len) < 0) {
+        fmt_parser_free(c->fp); /* parsing is an optimisation: stop it */
+        c->fp = NULL;
+        return;
+    }
+    struct fmt_tensor t;
+    while (fmt_next(c->fp, &t) == 1)
+        if (t.len >= CUTTER_MIN_TENSOR) push(c, &t);
+}
+
+/* The announced tensor that holds or follows start, dropping those before
+** it; NULL if none. A tensor announced too late to cut at its first byte is
+** dropped too: its blocks would not line up with its previous version's. */
+static const struct fmt_tensor *current(struct cutter *c, uint64_t start, size_t bs)
+{
+    while (c->qhead < c->qlen) {
+        const struct fmt_tensor *t = &c->q[c->qhead];
+        int passed = t->off + t->len <= start;
+        int misaligned = t->off < start && (start - t->off) % bs != 0;
+        if (!passed && !misaligned) return t;
+        c->qhead++;
+    }
+    return NULL;
+}
+
+uint64_t cutter_block_end(struct cutter *c, uint64_t start, size_t bs)
+{
+    const struct fmt_tensor *t = current(c, start, bs);
+    uint64_t end = start + bs;
+    if (!t) return end;
+    if (t->off <= start) return CK_MIN(end, t->off + t->len);
+    return CK_MIN(end, t->off);
+}
+
+static void note_used(struct cutter *c, const struct fmt_tensor *t)
+{
+    if (c->nused && c->used[c->nused - 1].off == t->off) return;
+    if (c->nused == c->ucap) {
+        size_t cap = c->ucap ? 2 * c->ucap : 64;
+        struct fsm_tensor *u = realloc(c->used, cap * sizeof *u);
+        if (!u) return; /* only the next version's deltas suffer */
+        c->used = u;
+        c->ucap = cap;
+    }
+    struct fsm_tensor *u = &c->used[c->nused++];
+    *u = (struct fsm_tensor){.off = t->off, .len = t->len, .dtype = t->dtype,
+                             .width = t->width};
+    memcpy(u->name, t->name, sizeof u->name);
+    u->name[sizeof u->name - 1] = 0;
+}
+
+/* The chunk of the base version holding bytes rel.. of tensor t, len long. */
+static int find_base(const struct cutter *c, const struct fmt_tensor *t, uint64_t rel,
+                     size_t len, struct fsm_chunk *out)
+{
+    if (!c->bmap || !c->nbt) return 0;
+    struct fsm_tensor key;
+    snprintf(key.name, sizeof key.name, "%s", t->name);
+    const struct fsm_tensor *b = bsearch(&key, c->bt, c->nbt, sizeof key, by_name);
+    if (!b || b->dtype != t->dtype || b->len != t->len) return 0;
+    uint64_t off = b->off + rel;
+    const struct fsm_extent *e = c->bmap->e;
+    size_t lo = 0, hi = c->bmap->n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (e[mid].file_off < off) lo = mid + 1; else hi = mid;
+    }
+    if (lo == c->bmap->n || e[lo].file_off != off || e[lo].c.raw_len != len) return 0;
+    *out = e[lo].c;
+    return 1;
+}
+
+void cutter_hint(struct cutter *c, uint64_t start, size_t len, struct store_hint *h,
+                 struct fsm_chunk *base)
+{
+    *h = (struct store_hint){0, 0, NULL};
+    if (c->qhead >= c->qlen) return;
+    const struct fmt_tensor *t = &c->q[c->qhead];
+    if (t->off > start || start + len > t->off + t->len) return;
+    h->width = t->width;
+    h->is_float = t->is_float;
+    note_used(c, t);
+    if (find_base(c, t, start - t->off, len, base)) h->base = base;
+}
+
+const struct fsm_tensor *cutter_tensors(const struct cutter *c, size_t *n)
+{
+    *n = c->nused;
+    return c->used;
+}

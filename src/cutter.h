@@ -1,0 +1,65 @@
+/*
+** cutter.h: where the blocks of a file being written end, and what they hold.
+**
+** A file streams through a cutter in order. The cutter runs the format
+** parser (fmt.h) over the bytes and cuts blocks so that no block straddles a
+** tensor boundary: a tensor is cut into blocks of the block size counted from
+** its first byte; the bytes between tensors (headers, zip framing, pickles)
+** into blocks of at most the block size. Cut this way, block k of a tensor is
+** block k of the same tensor in the previous version, which is what makes
+** that block a good base for a delta.
+**
+** The base version is the committed content of a file (its extents and the
+** tensors recorded with them); for each tensor block the cutter finds the
+** chunk holding the same bytes of the same tensor (same name, dtype and
+** length) there.
+**
+** A cutter holds the parser (bounded, fmt.h), the queue of tensors announced
+** but not yet reached, the base's extents and tensors, and the list of
+** tensors this version has: all proportional to the number of tensors.
+*/
+#ifndef CKPT_CUTTER_H
+#define CKPT_CUTTER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "node.h"
+#include "store.h"
+
+/* Tensors smaller than this are left in the plain byte blocks around them:
+** a block of their own would cost more in records than a delta saves. */
+#define CUTTER_MIN_TENSOR 4096
+
+struct cutter;
+
+/* NULL on no memory (the caller then cuts plain blocks). */
+struct cutter *cutter_new(void);
+void cutter_free(struct cutter *c);
+
+/* The family of the file at path: the path with the numbers in its
+** directory names replaced by '#'. A trainer that writes checkpoint-N/
+** trees writes one family; its latest member is the next one's base. */
+void cutter_set_family(struct cutter *c, const char *path);
+const char *cutter_family(const struct cutter *c); /* NULL if unknown */
+
+/* Take over the base version: a reference on map and the malloc'd t[0..n). */
+void cutter_set_base(struct cutter *c, struct extmap *map, struct fsm_tensor *t, size_t n);
+
+/* Feed the next bytes of the file (before cutting them). */
+void cutter_feed(struct cutter *c, const void *buf, size_t len);
+
+/* End of the block that starts at start (everything before it is cut), for
+** block size bs. Never more than start + bs. */
+uint64_t cutter_block_end(struct cutter *c, uint64_t start, size_t bs);
+
+/* Describe block [start, start + len), just bounded by cutter_block_end: *h (and *base, which h points
+** at when the base version has this block). Records the tensor it belongs to
+** for cutter_tensors. */
+void cutter_hint(struct cutter *c, uint64_t start, size_t len, struct store_hint *h,
+                 struct fsm_chunk *base);
+
+/* Tensors of the blocks cut so far, in file order. */
+const struct fsm_tensor *cutter_tensors(const struct cutter *c, size_t *n);
+
+#endif

@@ -1,0 +1,508 @@
+/*
+** fmt.c: the parser's dispatch, the zip scan and memory accounting (see fmt.h).
+**
+** Input is split at the offsets where the safetensors part needs a decision
+** (8, and 8+N); every piece goes to the safetensors part, then to the zip scan.
+** When a safetensors header turns out valid its data buffer is all tensors,
+** so the zip scan skips it.
+**
+** The zip scan looks for local file headers in every byte it is not told to
+** skip. A local header, little-endian:
+**
+**   0  "PK\3\4"        4  version needed    6  flags (bit 0: encrypted)
+**   8  method (0: stored)   10 time  12 date  14 crc32
+**   18 compressed size  22 uncompressed size (0xffffffff: see zip64 extra)
+**   26 name length n    28 extra length e
+**   30 name[n]  30+n extra[e] (blocks: u16 id, u16 size, body; id 1 is zip64
+**                              with u64 sizes, id "FB" is torch's padding)
+**   30+n+e payload
+**
+** torch sets flag 0x0008 and writes zero sizes here (a data descriptor after
+** the payload has them), so a payload's length comes from data.pkl instead:
+** <prefix>data.pkl is fed to the pickle scanner until its STOP opcode, and
+** then each <prefix>data/<key> with a known key is announced at its payload
+** start and skipped. Nothing else of the zip (descriptors, central directory,
+** end records) needs parsing: the scan just resumes after each payload, which
+** also carries it into the next zip of a DCP file.
+*/
+#include "fmt.h"
+#include "fmt_int.h"
+#include "common.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define ZIP_NAME_MAX 4096    /* longer entry names are not torch's */
+#define ZIP_EXTRA_KEEP 1024  /* zip64 comes first; the rest is padding */
+#define ZIP_MAX_PENDING 16384
+
+enum { Z_SCAN, Z_HDR, Z_NAME, Z_EXTRA, Z_PICKLE, Z_SKIP };
+
+struct zip {
+    int state;
+    uint32_t have;            /* bytes of the current field (or signature) seen */
+    uint8_t hdr[30];
+    uint16_t flags, method, name_len, extra_len;
+    uint32_t csize, usize;
+    char name[ZIP_NAME_MAX];
+    uint8_t extra[ZIP_EXTRA_KEEP];
+    uint64_t skip;            /* payload bytes left to skip (Z_SKIP) */
+    struct fmt_pk *pk;        /* data.pkl being scanned (Z_PICKLE) */
+    char prefix[ZIP_NAME_MAX];
+    size_t prefix_len;
+    int have_table;
+    struct fmt_table table;   /* storages of the last complete data.pkl */
+};
+
+struct fmt_parser {
+    struct fmt_mem mem;
+    uint64_t pos;             /* bytes fed so far */
+    struct fmt_st st;
+    struct zip z;
+    struct fmt_tensor *q;     /* ring of announced zip tensors */
+    size_t qcap, qhead, qlen;
+};
+
+/* ---- memory accounting ---- */
+
+static int mem_take(struct fmt_mem *m, size_t old, size_t bytes)
+{
+    if (bytes > old && m->cur - old + bytes > m->limit) return -E2BIG;
+    if (m->fail_after == 0) {
+        m->oom = 1;
+        return -ENOMEM;
+    }
+    if (m->fail_after > 0) m->fail_after--;
+    return 0;
+}
+
+static void mem_count(struct fmt_mem *m, size_t old, size_t bytes)
+{
+    m->cur = m->cur - old + bytes;
+    if (m->cur > m->peak) m->peak = m->cur;
+}
+
+int fmt_mem_reserve(struct fmt_mem *m, void **p, size_t *cap, size_t need,
+                    size_t elem, size_t max)
+{
+    if (need <= *cap) return 0;
+    if (need > max || max > SIZE_MAX / elem) return -E2BIG;
+    size_t n = *cap ? *cap : 16;
+    while (n < need) n = n > max / 2 ? max : n * 2;
+    /* Near the limit, settle for exactly what is needed. */
+    if (m->cur - *cap * elem + n * elem > m->limit) n = need;
+    int rc = mem_take(m, *cap * elem, n * elem);
+    if (rc < 0) return rc;
+    void *q = realloc(*p, n * elem);
+    if (!q) {
+        m->oom = 1;
+        return -ENOMEM;
+    }
+    mem_count(m, *cap * elem, n * elem);
+    *p = q;
+    *cap = n;
+    return 0;
+}
+
+void *fmt_mem_alloc(struct fmt_mem *m, size_t n)
+{
+    if (mem_take(m, 0, n) < 0) return NULL;
+    void *p = calloc(1, n ? n : 1);
+    if (!p) {
+        m->oom = 1;
+        return NULL;
+    }
+    mem_count(m, 0, n);
+    return p;
+}
+
+void fmt_mem_free(struct fmt_mem *m, void *p, size_t n)
+{
+    if (!p) return;
+    free(p);
+    m->cur -= n;
+}
+
+/* ---- dtypes ---- */
+
+const struct fmt_dtype_info fmt_dtypes[FMT_DTYPE_MAX] = {
+    [FMT_OPAQUE] = {"opaque", 0, 0, 0},
+    [FMT_BOOL] = {"BOOL", 1, 1, 0},
+    [FMT_U8] = {"U8", 1, 1, 0},
+    [FMT_I8] = {"I8", 1, 1, 0},
+    [FMT_I16] = {"I16", 2, 1, 0},
+    [FMT_U16] = {"U16", 2, 1, 0},
+    [FMT_F16] = {"F16", 2, 1, 1},
+    [FMT_BF16] = {"BF16", 2, 1, 1},
+    [FMT_I32] = {"I32", 4, 1, 0},
+    [FMT_U32] = {"U32", 4, 1, 0},
+    [FMT_F32] = {"F32", 4, 1, 1},
+    [FMT_I64] = {"I64", 8, 1, 0},
+    [FMT_U64] = {"U64", 8, 1, 0},
+    [FMT_F64] = {"F64", 8, 1, 1},
+    [FMT_C64] = {"C64", 4, 2, 1},
+    [FMT_C128] = {"C128", 8, 2, 1},
+    [FMT_F8_E5M2] = {"F8_E5M2", 1, 1, 1},
+    [FMT_F8_E4M3] = {"F8_E4M3", 1, 1, 1},
+    [FMT_F8_E8M0] = {"F8_E8M0", 1, 1, 1},
+    [FMT_F8_E4M3FNUZ] = {"F8_E4M3FNUZ", 1, 1, 1},
+    [FMT_F8_E5M2FNUZ] = {"F8_E5M2FNUZ", 1, 1, 1},
+};
+
+const char *fmt_dtype_name(uint8_t dtype)
+{
+    return dtype < FMT_DTYPE_MAX ? fmt_dtypes[dtype].name : "?";
+}
+
+int fmt_tensor_set_dtype(struct fmt_tensor *t, uint8_t dtype)
+{
+    if (dtype == FMT_OPAQUE || dtype >= FMT_DTYPE_MAX) return -EINVAL;
+    t->dtype = dtype;
+    t->width = fmt_dtypes[dtype].width;
+    t->is_float = fmt_dtypes[dtype].is_float;
+    return 0;
+}
+
+/* ---- queue of announced zip tensors ---- */
+
+static struct fmt_tensor *queue_slot(fmt_parser *p, size_t i)
+{
+    return &p->q[(p->qhead + i) % p->qcap];
+}
+
+/* Grow the ring, copying the pending tensors to the front of the new one. */
+static int queue_grow(fmt_parser *p)
+{
+    size_t cap = p->qcap ? p->qcap * 2 : 16;
+    if (p->qcap >= ZIP_MAX_PENDING) return -E2BIG;
+    cap = CK_MIN(cap, (size_t)ZIP_MAX_PENDING);
+    struct fmt_tensor *q = fmt_mem_alloc(&p->mem, cap * sizeof *q);
+    if (!q) return -ENOMEM;
+    for (size_t i = 0; i < p->qlen; i++) q[i] = *queue_slot(p, i);
+    fmt_mem_free(&p->mem, p->q, p->qcap * sizeof *q);
+    p->q = q;
+    p->qcap = cap;
+    p->qhead = 0;
+    return 0;
+}
+
+/* Room for one more; NULL when the queue is full or memory is short. */
+static struct fmt_tensor *queue_push(fmt_parser *p)
+{
+    if (p->qlen == p->qcap && queue_grow(p) < 0) return NULL;
+    struct fmt_tensor *t = queue_slot(p, p->qlen);
+    p->qlen++;
+    return t;
+}
+
+/* ---- zip scan ---- */
+
+static void zip_drop_table(struct fmt_mem *m, struct zip *z)
+{
+    if (z->have_table) fmt_table_free(m, &z->table);
+    z->have_table = 0;
+}
+
+static void zip_drop_pickle(struct zip *z)
+{
+    if (z->pk) fmt_pk_free(z->pk);
+    z->pk = NULL;
+}
+
+static void zip_rescan(struct zip *z)
+{
+    z->state = Z_SCAN;
+    z->have = 0;
+}
+
+/* Look for "PK\3\4"; a partial match carries over to the next piece. */
+static size_t zip_scan(struct zip *z, const uint8_t *b, size_t len)
+{
+    static const uint8_t sig[4] = {'P', 'K', 3, 4};
+    size_t i = 0;
+    while (i < len) {
+        if (z->have == 0) {
+            const uint8_t *q = memchr(b + i, 'P', len - i);
+            if (!q) return len;
+            i = (size_t)(q - b) + 1;
+            z->have = 1;
+        } else if (b[i] == sig[z->have]) {
+            i++;
+            if (++z->have == 4) {
+                memcpy(z->hdr, sig, 4);
+                z->state = Z_HDR;
+                return i;
+            }
+        } else {
+            z->have = 0; /* b[i] is looked at again: it may be a 'P' */
+        }
+    }
+    return len;
+}
+
+static uint16_t get16(const uint8_t *p)
+{
+    return (uint16_t)(p[0] | p[1] << 8);
+}
+
+static void zip_header(struct zip *z)
+{
+    z->flags = get16(z->hdr + 6);
+    z->method = get16(z->hdr + 8);
+    z->csize = ck_get32(z->hdr + 18);
+    z->usize = ck_get32(z->hdr + 22);
+    z->name_len = get16(z->hdr + 26);
+    z->extra_len = get16(z->hdr + 28);
+    z->have = 0;
+    /* Not a name torch could write: probably data that looks like a header. */
+    if (z->name_len == 0 || z->name_len >= ZIP_NAME_MAX)
+        zip_rescan(z);
+    else
+        z->state = Z_NAME;
+}
+
+/* Sizes from the local header, with zip64 ones from the kept extra field.
+** Returns 1 when both are 0 (unknown) or equal len. */
+static int zip_sizes_match(const struct zip *z, uint64_t len)
+{
+    uint64_t us = z->usize, cs = z->csize;
+    size_t kept = CK_MIN(z->extra_len, ZIP_EXTRA_KEEP);
+    for (size_t i = 0; i + 4 <= kept;) {
+        uint16_t id = get16(z->extra + i), sz = get16(z->extra + i + 2);
+        const uint8_t *body = z->extra + i + 4;
+        size_t got = CK_MIN((size_t)sz, kept - i - 4), at = 0;
+        if (id == 1) {
+            if (us == 0xffffffffu && at + 8 <= got) {
+                us = ck_get64(body);
+                at = 8;
+            }
+            if (cs == 0xffffffffu && at + 8 <= got) cs = ck_get64(body + at);
+            break;
+        }
+        i += 4 + (size_t)sz;
+    }
+    return (us == 0 || us == len) && (cs == 0 || cs == len);
+}
+
+static int is_pickle_name(const char *name, size_t n)
+{
+    return n >= 8 && memcmp(name + n - 8, "data.pkl", 8) == 0 &&
+           (n == 8 || name[n - 9] == '/');
+}
+
+/* A data.pkl entry: a new archive, so forget the old storages. */
+static void zip_start_pickle(fmt_parser *p, struct zip *z)
+{
+    zip_drop_table(&p->mem, z);
+    zip_drop_pickle(z);
+    z->prefix_len = z->name_len - 8u;
+    memcpy(z->prefix, z->name, z->prefix_len);
+    if (fmt_pk_new(&p->mem, &z->pk) < 0)
+        zip_rescan(z);
+    else
+        z->state = Z_PICKLE;
+}
+
+/* The storage an entry named <prefix>data/<key> holds, if it is announceable. */
+static const struct fmt_storage *zip_storage(const struct zip *z)
+{
+    size_t pl = z->prefix_len, n = z->name_len;
+    if (!z->have_table || n <= pl + 5 || memcmp(z->name, z->prefix, pl) != 0 ||
+        memcmp(z->name + pl, "data/", 5) != 0)
+        return NULL;
+    const struct fmt_storage *s = fmt_table_find(&z->table, z->name + pl + 5, n - pl - 5);
+    if (!s || s->dtype == FMT_OPAQUE || s->len == 0) return NULL;
+    /* Compressed or encrypted payloads are not tensor bytes. */
+    if (z->method != 0 || (z->flags & 1) || !zip_sizes_match(z, s->len)) return NULL;
+    return s;
+}
+
+static int zip_announce(fmt_parser *p, const struct fmt_storage *s, uint64_t off)
+{
+    struct fmt_tensor *t = queue_push(p);
+    if (!t) return -1;
+    memset(t, 0, sizeof *t);
+    t->off = off;
+    t->len = s->len;
+    fmt_tensor_set_dtype(t, s->dtype);
+    memcpy(t->name, "data/", 5);
+    memcpy(t->name + 5, p->z.table.keys + s->key_off, s->key_len);
+    return 0;
+}
+
+/* Name and extra field are complete; the payload starts at off. */
+static void zip_entry(fmt_parser *p, uint64_t off)
+{
+    struct zip *z = &p->z;
+    if (is_pickle_name(z->name, z->name_len) && z->method == 0 && !(z->flags & 1)) {
+        zip_start_pickle(p, z);
+        return;
+    }
+    const struct fmt_storage *s = zip_storage(z);
+    if (s && zip_announce(p, s, off) == 0) {
+        z->skip = s->len;
+        z->state = Z_SKIP;
+        return;
+    }
+    zip_rescan(z);
+}
+
+/* Copy up to need-have bytes of a field; returns bytes used. */
+static size_t collect(uint8_t *dst, size_t keep, uint32_t *have, size_t need,
+                      const uint8_t *b, size_t len)
+{
+    size_t n = CK_MIN(len, need - *have);
+    if (*have < keep) memcpy(dst + *have, b, CK_MIN(n, keep - *have));
+    *have += (uint32_t)n;
+    return n;
+}
+
+static size_t zip_pickle(fmt_parser *p, const uint8_t *b, size_t len)
+{
+    struct zip *z = &p->z;
+    size_t used = len;
+    int rc = fmt_pk_feed(z->pk, b, len, &used);
+    if (rc == FMT_PK_MORE) return len;
+    if (rc == FMT_PK_DONE && fmt_pk_table(z->pk, &z->table) == 0) z->have_table = 1;
+    zip_drop_pickle(z);
+    zip_rescan(z);
+    return used;
+}
+
+/* One step of the zip scan on bytes at file offset pos; returns bytes used. */
+static size_t zip_step(fmt_parser *p, uint64_t pos, const uint8_t *b, size_t len)
+{
+    struct zip *z = &p->z;
+    size_t n;
+    switch (z->state) {
+    case Z_SCAN:
+        return zip_scan(z, b, len);
+    case Z_HDR:
+        n = collect(z->hdr, 30, &z->have, 30, b, len);
+        if (z->have == 30) zip_header(z);
+        return n;
+    case Z_NAME:
+        n = collect((uint8_t *)z->name, ZIP_NAME_MAX, &z->have, z->name_len, b, len);
+        if (z->have == z->name_len) {
+            z->have = 0;
+            z->state = Z_EXTRA;
+            if (z->extra_len == 0) zip_entry(p, pos + n);
+        }
+        return n;
+    case Z_EXTRA:
+        n = collect(z->extra, ZIP_EXTRA_KEEP, &z->have, z->extra_len, b, len);
+        if (z->have == z->extra_len) zip_entry(p, pos + n);
+        return n;
+    case Z_PICKLE:
+        return zip_pickle(p, b, len);
+    default: /* Z_SKIP */
+        n = (size_t)CK_MIN((uint64_t)len, z->skip);
+        z->skip -= n;
+        if (z->skip == 0) zip_rescan(z);
+        return n;
+    }
+}
+
+static void zip_feed(fmt_parser *p, const uint8_t *b, size_t len)
+{
+    uint64_t pos = p->pos;
+    while (len) {
+        size_t n = zip_step(p, pos, b, len);
+        b += n;
+        len -= n;
+        pos += n;
+    }
+}
+
+/* ---- dispatch ---- */
+
+int fmt_parser_new(fmt_parser **out)
+{
+    fmt_parser *p = calloc(1, sizeof *p);
+    if (!p) return -ENOMEM;
+    p->mem.limit = FMT_MAX_MEM;
+    p->mem.fail_after = -1;
+    mem_count(&p->mem, 0, sizeof *p);
+    *out = p;
+    return 0;
+}
+
+void fmt_parser_free(fmt_parser *p)
+{
+    if (!p) return;
+    fmt_st_free(&p->st, &p->mem);
+    zip_drop_pickle(&p->z);
+    zip_drop_table(&p->mem, &p->z);
+    fmt_mem_free(&p->mem, p->q, p->qcap * sizeof *p->q);
+    free(p);
+}
+
+/* The safetensors header is complete. If valid, its data buffer is tensors:
+** the zip scan skips it. (A valid header holds no control characters, so the
+** zip scan cannot have found anything in it; checked anyway.) */
+static void header_done(fmt_parser *p)
+{
+    uint64_t data_len;
+    if (!fmt_st_finish(&p->st, &p->mem, &data_len)) return;
+    if (p->qlen) {
+        fmt_st_free(&p->st, &p->mem);
+        return;
+    }
+    zip_drop_pickle(&p->z);
+    zip_rescan(&p->z);
+    if (data_len) {
+        p->z.skip = data_len;
+        p->z.state = Z_SKIP;
+    }
+}
+
+int fmt_feed(fmt_parser *p, const void *buf, size_t len)
+{
+    const uint8_t *b = buf;
+    p->mem.oom = 0;
+    while (len) {
+        size_t n = len;
+        uint64_t edge = fmt_st_boundary(&p->st);
+        if (edge > p->pos) n = (size_t)CK_MIN((uint64_t)n, edge - p->pos);
+        if (edge > p->pos) fmt_st_feed(&p->st, &p->mem, p->pos, b, n);
+        zip_feed(p, b, n);
+        p->pos += n;
+        b += n;
+        len -= n;
+        if (p->st.state == FMT_ST_HEADER && p->pos == fmt_st_boundary(&p->st))
+            header_done(p);
+    }
+    return p->mem.oom ? -ENOMEM : 0;
+}
+
+int fmt_next(fmt_parser *p, struct fmt_tensor *t)
+{
+    if (fmt_st_next(&p->st, &p->mem, t)) return 1;
+    if (p->qlen == 0) return 0;
+    *t = *queue_slot(p, 0);
+    p->qhead = (p->qhead + 1) % p->qcap;
+    p->qlen--;
+    return 1;
+}
+
+/* ---- test hooks ---- */
+
+size_t fmt_mem_peak(const fmt_parser *p)
+{
+    return p->mem.peak;
+}
+
+size_t fmt_mem_now(const fmt_parser *p)
+{
+    return p->mem.cur;
+}
+
+void fmt_set_mem_limit(fmt_parser *p, size_t limit)
+{
+    p->mem.limit = limit;
+}
+
+void fmt_fail_alloc_after(fmt_parser *p, long n)
+{
+    p->mem.fail_after = n;
+}

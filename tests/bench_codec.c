@@ -1,0 +1,413 @@
+/*
+** bench_codec.c: the measurements behind scripts/bench-codec.
+**
+**   bench_codec SERIES_DIR...
+**
+** A series directory holds checkpoint-N/ directories of one training run.
+** For each series, every file of every checkpoint (in step order) is written
+** into a fresh store through the real write path (ingest.h, one worker so
+** the time is per core), and its stored bytes are compared with two
+** baselines computed here on the same bytes: plain zstd -3 of the whole file,
+** and byte-grouped zstd -1 (the ZipNN idea with a stock compressor: each
+** tensor's bytes split into planes by byte position, each plane zstd -1'd;
+** other bytes zstd -1'd).
+**
+** Then, on the bf16 tensors of the last model.safetensors of the first
+** series: single-thread encode and decode speed and the standalone ratio of
+** the tensor codec and of both baselines (median of 5 runs), and of the
+** codec's delta mode on consecutive versions of the last series.
+**
+** Output: one table, tab-separated rows, for the script to format.
+*/
+#include "../fsmeta/fsmeta.h"
+#include "../src/common.h"
+#include "../src/fmt.h"
+#include "../src/ingest.h"
+#include "../src/node.h"
+#include "../src/store.h"
+#include "../src/tcodec.h"
+
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <xxhash.h>
+#include <zstd.h>
+
+#define RUNS 5
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static void die(const char *what)
+{
+    fprintf(stderr, "bench_codec: %s\n", what);
+    exit(1);
+}
+
+static uint8_t *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) die(path);
+    fseek(f, 0, SEEK_END);
+    *len = (size_t)ftell(f);
+    fseek(f, 0, SEEK_SET);
+    uint8_t *b = malloc(*len + 1);
+    if (!b || fread(b, 1, *len, f) != *len) die("read");
+    fclose(f);
+    return b;
+}
+
+/* Tensors of a whole file in memory, by the real parser. */
+static size_t tensors_of(const uint8_t *buf, size_t len, struct fmt_tensor **out)
+{
+    fmt_parser *p;
+    if (fmt_parser_new(&p) < 0) die("parser");
+    size_t n = 0, cap = 0;
+    struct fmt_tensor *v = NULL, t;
+    for (size_t off = 0; off < len; off += 1 << 20) {
+        fmt_feed(p, buf + off, CK_MIN((size_t)1 << 20, len - off));
+        while (fmt_next(p, &t) == 1) {
+            if (n == cap && !(v = realloc(v, (cap = cap ? 2 * cap : 64) * sizeof *v)))
+                die("memory");
+            v[n++] = t;
+        }
+    }
+    fmt_parser_free(p);
+    *out = v;
+    return n;
+}
+
+static size_t zstd_size(const uint8_t *b, size_t n, int level)
+{
+    size_t cap = ZSTD_compressBound(n);
+    uint8_t *d = malloc(cap);
+    size_t r = ZSTD_compress(d, cap, b, n, level);
+    free(d);
+    if (ZSTD_isError(r)) die("zstd");
+    return r;
+}
+
+/* Byte-grouped zstd -1 of one range of width-w elements. */
+static size_t grouped_size(const uint8_t *b, size_t n, unsigned w)
+{
+    if (w <= 1 || n % w) return zstd_size(b, n, 1);
+    size_t cnt = n / w, tot = 0;
+    uint8_t *pl = malloc(cnt ? cnt : 1);
+    for (unsigned k = 0; k < w; k++) {
+        for (size_t i = 0; i < cnt; i++) pl[i] = b[i * w + k];
+        tot += zstd_size(pl, cnt, 1);
+    }
+    free(pl);
+    return tot;
+}
+
+static size_t grouped_file(const uint8_t *b, size_t len)
+{
+    struct fmt_tensor *t;
+    size_t nt = tensors_of(b, len, &t), tot = 0, at = 0;
+    for (size_t i = 0; i < nt; i++) {
+        if (t[i].off > at) tot += zstd_size(b + at, t[i].off - at, 1);
+        tot += grouped_size(b + t[i].off, t[i].len, t[i].width);
+        at = t[i].off + t[i].len;
+    }
+    if (len > at) tot += zstd_size(b + at, len - at, 1);
+    free(t);
+    return tot;
+}
+
+enum { CL_MODEL, CL_OPTIM, CL_OTHER, CL_N };
+static const char *class_name[CL_N] = {"model", "optimizer", "other"};
+
+static int class_of(const char *name)
+{
+    size_t l = strlen(name);
+    if (l > 12 && strcmp(name + l - 12, ".safetensors") == 0) return CL_MODEL;
+    if (strncmp(name, "optimizer", 9) == 0) return CL_OPTIM;
+    return CL_OTHER;
+}
+
+struct sums {
+    uint64_t written[CL_N], stored[CL_N], zstd3[CL_N], grouped[CL_N];
+    double ingest_s;
+};
+
+static int step_of(const char *d)
+{
+    const char *p = strrchr(d, '-');
+    return p ? atoi(p + 1) : 0;
+}
+
+static int by_step(const void *a, const void *b)
+{
+    return step_of(*(char *const *)a) - step_of(*(char *const *)b);
+}
+
+static size_t list_dir(const char *dir, char ***out, int dirs)
+{
+    DIR *d = opendir(dir);
+    if (!d) die(dir);
+    size_t n = 0;
+    char **v = NULL;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.') continue;
+        char p[4096];
+        struct stat sb;
+        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        if (stat(p, &sb) < 0 || (!!S_ISDIR(sb.st_mode)) != dirs) continue;
+        v = realloc(v, (n + 1) * sizeof *v);
+        v[n++] = strdup(e->d_name);
+    }
+    closedir(d);
+    qsort(v, n, sizeof *v, by_step);
+    *out = v;
+    return n;
+}
+
+static uint64_t mk(struct store *st, uint64_t parent, const char *name, mode_t mode)
+{
+    int64_t t = ck_now_ns();
+    struct fsm_attr a = {.mode = mode, .uid = 0, .gid = 0, .nlink = 1,
+                         .atime = t, .mtime = t, .ctime = t};
+    if (fsmeta_mkinode(st->meta, &a, NULL, 0) < 0) die("mkinode");
+    if (fsmeta_link(st->meta, parent, name, a.ino) < 0) die("link");
+    return a.ino;
+}
+
+/* Write one file through the ingest path; returns its stored bytes. */
+static uint64_t ingest_file(struct store *st, node_table *nt, uint64_t dir, const char *name,
+                            const uint8_t *b, size_t len, double *secs)
+{
+    uint64_t ino = mk(st, dir, name, S_IFREG | 0644);
+    struct node *n = node_pin(nt, ino);
+    double t0 = now();
+    for (size_t off = 0; off < len; off += 1 << 20)
+        if (ingest_write(st, n, b + off, CK_MIN((size_t)1 << 20, len - off), off) < 0)
+            die("ingest_write");
+    if (ingest_commit(st, n, 0, 1) < 0) die("commit");
+    *secs += now() - t0;
+    node_unpin(nt, n);
+    struct fsm_attr a;
+    if (fsmeta_getattr(st->meta, ino, &a) < 0) die("getattr");
+    return a.stored;
+}
+
+static void run_series(const char *series, struct sums *s)
+{
+    char tmpl[] = "/tmp/ckptfs-bench-XXXXXX";
+    if (!mkdtemp(tmpl)) die("mkdtemp");
+    struct store_opts o;
+    store_default_opts(&o);
+    o.threads = 1;
+    o.reserve_bytes = 0;
+    struct store *st;
+    node_table *nt;
+    if (store_open(tmpl, &o, &st) < 0 || store_start(st) < 0) die("store");
+    if (node_table_create(&nt) < 0) die("nodes");
+    char **ck;
+    size_t nck = list_dir(series, &ck, 1);
+    memset(s, 0, sizeof *s);
+    for (size_t i = 0; i < nck; i++) {
+        char cdir[4096];
+        snprintf(cdir, sizeof cdir, "%s/%s", series, ck[i]);
+        uint64_t dino = mk(st, FSMETA_ROOT_INO, ck[i], S_IFDIR | 0755);
+        char **files;
+        size_t nf = list_dir(cdir, &files, 0);
+        for (size_t j = 0; j < nf; j++) {
+            char p[8192];
+            size_t len;
+            snprintf(p, sizeof p, "%s/%s", cdir, files[j]);
+            uint8_t *b = slurp(p, &len);
+            int cl = class_of(files[j]);
+            s->written[cl] += len;
+            s->stored[cl] += ingest_file(st, nt, dino, files[j], b, len, &s->ingest_s);
+            s->zstd3[cl] += zstd_size(b, len, 3);
+            s->grouped[cl] += grouped_file(b, len);
+            free(b);
+            free(files[j]);
+        }
+        free(files);
+        free(ck[i]);
+    }
+    free(ck);
+    node_table_destroy(nt);
+    store_close(st);
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpl);
+    if (system(cmd) != 0) die("cleanup");
+}
+
+static int dcmp(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v)
+{
+    qsort(v, RUNS, sizeof *v, dcmp);
+    return v[RUNS / 2];
+}
+
+/* The bf16 tensors of a safetensors file, concatenated. */
+static uint8_t *bf16_of(const char *path, size_t *len)
+{
+    size_t flen;
+    uint8_t *b = slurp(path, &flen);
+    struct fmt_tensor *t;
+    size_t nt = tensors_of(b, flen, &t);
+    uint8_t *out = malloc(flen);
+    *len = 0;
+    for (size_t i = 0; i < nt; i++)
+        if (t[i].dtype == FMT_BF16) memcpy(out + *len, b + t[i].off, t[i].len), *len += t[i].len;
+    free(t);
+    free(b);
+    return out;
+}
+
+#define BLK (1u << 20)
+
+/* Per-core speed of one codec over buf in 1 MiB blocks: GB/s and ratio. */
+struct speed {
+    double enc, dec, ratio;
+};
+
+static struct speed time_tc(const uint8_t *x, const uint8_t *base, size_t len)
+{
+    double te[RUNS], td[RUNS];
+    size_t cap = tc_bound(BLK), stored = 0;
+    uint8_t *d = malloc(cap * (len / BLK + 1)), *out = malloc(BLK);
+    size_t *sl = malloc((len / BLK + 1) * sizeof *sl);
+    uint64_t *bh = malloc((len / BLK + 1) * sizeof *bh);
+    for (size_t b = 0; b * BLK < len; b++)
+        bh[b] = base ? XXH3_64bits(base + b * BLK, CK_MIN(BLK, len - b * BLK)) : 0;
+    for (int r = 0; r < RUNS; r++) {
+        double t0 = now();
+        stored = 0;
+        for (size_t b = 0; b * BLK < len; b++) {
+            size_t n = CK_MIN(BLK, len - b * BLK);
+            int mode;
+            tc_encode(x + b * BLK, n, 2, 1, base ? base + b * BLK : NULL, bh[b], NULL,
+                      d + b * cap, cap, &sl[b], &mode);
+            stored += sl[b];
+        }
+        double t1 = now();
+        for (size_t b = 0; b * BLK < len; b++) {
+            size_t n = CK_MIN(BLK, len - b * BLK);
+            if (tc_decode(d + b * cap, sl[b], base ? base + b * BLK : NULL, bh[b], out, n) < 0 ||
+                memcmp(out, x + b * BLK, n))
+                die("tcodec round trip");
+        }
+        te[r] = len / (t1 - t0) / 1e9;
+        td[r] = len / (now() - t1) / 1e9;
+    }
+    free(d), free(out), free(sl), free(bh);
+    return (struct speed){median(te), median(td), (double)len / (double)stored};
+}
+
+/* Byte-grouped zstd -1 (grouped) or plain zstd -3 over 1 MiB blocks. */
+static struct speed time_zstd(const uint8_t *x, size_t len, int grouped)
+{
+    double te[RUNS], td[RUNS];
+    size_t cap = ZSTD_compressBound(BLK), nb = len / BLK + 1, stored = 0;
+    uint8_t *d = malloc(cap * nb * 2), *pl = malloc(BLK), *out = malloc(BLK);
+    size_t *sl = calloc(nb * 2, sizeof *sl);
+    for (int r = 0; r < RUNS; r++) {
+        double t0 = now();
+        stored = 0;
+        for (size_t b = 0; b * BLK < len; b++) {
+            size_t n = CK_MIN(BLK, len - b * BLK), h = n / 2;
+            const uint8_t *s = x + b * BLK;
+            if (!grouped) {
+                sl[2 * b] = ZSTD_compress(d + 2 * b * cap, cap, s, n, 3);
+                stored += sl[2 * b];
+                continue;
+            }
+            for (size_t i = 0; i < h; i++) pl[i] = s[2 * i], pl[h + i] = s[2 * i + 1];
+            sl[2 * b] = ZSTD_compress(d + 2 * b * cap, cap, pl, h, 1);
+            sl[2 * b + 1] = ZSTD_compress(d + (2 * b + 1) * cap, cap, pl + h, h, 1);
+            stored += sl[2 * b] + sl[2 * b + 1];
+        }
+        double t1 = now();
+        for (size_t b = 0; b * BLK < len; b++) {
+            size_t n = CK_MIN(BLK, len - b * BLK), h = n / 2;
+            if (!grouped) {
+                ZSTD_decompress(out, n, d + 2 * b * cap, sl[2 * b]);
+                continue;
+            }
+            ZSTD_decompress(pl, h, d + 2 * b * cap, sl[2 * b]);
+            ZSTD_decompress(pl + h, h, d + (2 * b + 1) * cap, sl[2 * b + 1]);
+            for (size_t i = 0; i < h; i++) out[2 * i] = pl[i], out[2 * i + 1] = pl[h + i];
+        }
+        te[r] = len / (t1 - t0) / 1e9;
+        td[r] = len / (now() - t1) / 1e9;
+    }
+    free(d), free(pl), free(out), free(sl);
+    return (struct speed){median(te), median(td), (double)len / (double)stored};
+}
+
+static void speed_rows(const char *first_series, const char *last_series)
+{
+    char **ck;
+    size_t nck = list_dir(first_series, &ck, 1);
+    char p[8192];
+    snprintf(p, sizeof p, "%s/%s/model.safetensors", first_series, ck[nck - 1]);
+    size_t len;
+    uint8_t *w = bf16_of(p, &len);
+    len -= len % 2;
+    struct speed a = time_tc(w, NULL, len), g = time_zstd(w, len, 1), z = time_zstd(w, len, 0);
+    printf("speed\ttcodec standalone\t%.3f\t%.2f\t%.2f\n", a.ratio, a.enc, a.dec);
+    printf("speed\tbyte-grouped zstd -1\t%.3f\t%.2f\t%.2f\n", g.ratio, g.enc, g.dec);
+    printf("speed\tzstd -3\t%.3f\t%.2f\t%.2f\n", z.ratio, z.enc, z.dec);
+    char **ck2;
+    size_t n2 = list_dir(last_series, &ck2, 1);
+    if (n2 >= 2) {
+        size_t l1, l2;
+        snprintf(p, sizeof p, "%s/%s/model.safetensors", last_series, ck2[n2 - 2]);
+        uint8_t *b1 = bf16_of(p, &l1);
+        snprintf(p, sizeof p, "%s/%s/model.safetensors", last_series, ck2[n2 - 1]);
+        uint8_t *b2 = bf16_of(p, &l2);
+        if (l1 == l2) {
+            struct speed d = time_tc(b2, b1, l2 - l2 % 2);
+            printf("speed\ttcodec delta (last two of %s)\t%.3f\t%.2f\t%.2f\n", last_series,
+                   d.ratio, d.enc, d.dec);
+        }
+        free(b1), free(b2);
+    }
+    free(w);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2 || argv[1][0] == '-') {
+        fprintf(stderr, "usage: bench_codec SERIES_DIR...\n");
+        return 2;
+    }
+    ck_log_level = CK_LOG_ERR;
+    for (int i = 1; i < argc; i++) {
+        struct sums s;
+        run_series(argv[i], &s);
+        uint64_t tw = 0, ts = 0, tz = 0, tg = 0;
+        for (int c = 0; c < CL_N; c++) {
+            tw += s.written[c], ts += s.stored[c], tz += s.zstd3[c], tg += s.grouped[c];
+            if (!s.written[c]) continue;
+            printf("series\t%s\t%s\t%llu\t%llu\t%llu\t%llu\n", argv[i], class_name[c],
+                   (unsigned long long)s.written[c], (unsigned long long)s.stored[c],
+                   (unsigned long long)s.zstd3[c], (unsigned long long)s.grouped[c]);
+        }
+        printf("series\t%s\ttotal\t%llu\t%llu\t%llu\t%llu\n", argv[i],
+               (unsigned long long)tw, (unsigned long long)ts, (unsigned long long)tz,
+               (unsigned long long)tg);
+        printf("ingest\t%s\t%.3f\n", argv[i], tw / s.ingest_s / 1e9);
+    }
+    speed_rows(argv[1], argv[argc - 1]);
+    return 0;
+}
