@@ -1,0 +1,84 @@
+#!/bin/bash
+# t_deltas.sh: checkpoint-aware ingest through a real mount. A small model is
+# trained natively with scripts/train.py (safetensors bf16 weights, torch.save
+# AdamW state); its checkpoints are then written into the mount the three
+# ways trainers do: a new checkpoint-N/ directory each time, the same path
+# overwritten each time, and out of order (random writes, so the body is
+# staged and parsed at close). Every file must read back byte-exact, before
+# and after a remount, and ckptctl stats must show blocks stored as deltas
+# and fewer stored bytes than a run with deltas impossible would need.
+set -euo pipefail
+# shellcheck source=tests/lib.sh
+. "$TESTLIB"
+
+PY=/usr/bin/python3
+TRAIN=$(cd "$(dirname "$TESTLIB")/.." && pwd)/scripts/train.py
+[ -x "$PY" ] && "$PY" -c 'import torch' 2>/dev/null || fail "needs Debian's python3-torch"
+export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+
+log "training a tiny model natively"
+"$PY" "$TRAIN" --tiny --out "$REF/run" --steps 40 --save-every 10 --eval-iters 0 \
+    >"$T/train.log" 2>&1 || { cat "$T/train.log"; fail "train.py failed"; }
+ckpts=$(cd "$REF/run" && ls -d checkpoint-* | sort -t- -k2 -n)
+[ "$(echo "$ckpts" | wc -l)" -ge 4 ] || fail "expected 4 checkpoints, got: $ckpts"
+
+mount_fs
+log "new directory per checkpoint, same path overwritten, out-of-order writes"
+for c in $ckpts; do
+    mkdir "$MNT/$c"
+    for f in "$REF/run/$c"/*; do cp "$f" "$MNT/$c/"; done
+    mkdir -p "$MNT/latest"
+    cp "$REF/run/$c/model.safetensors" "$MNT/latest/model.safetensors"
+    cp "$REF/run/$c/optimizer.pt" "$MNT/latest/optimizer.pt"
+    # Second half first, then the first half: not a stream, staged instead.
+    "$PY" - "$REF/run/$c/optimizer.pt" "$MNT/shuffled-optimizer.pt" <<'PY'
+import os, sys
+data = open(sys.argv[1], "rb").read()
+fd = os.open(sys.argv[2], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+h = len(data) // 2
+os.pwrite(fd, data[h:], h)
+os.pwrite(fd, data[:h], 0)
+os.close(fd)
+PY
+    same_file "$MNT/shuffled-optimizer.pt" "$REF/run/$c/optimizer.pt"
+done
+last=$(echo "$ckpts" | tail -1)
+
+verify_all()
+{
+    for c in $ckpts; do
+        for f in "$REF/run/$c"/*; do same_file "$MNT/$c/$(basename "$f")" "$f"; done
+    done
+    same_file "$MNT/latest/model.safetensors" "$REF/run/$last/model.safetensors"
+    same_file "$MNT/latest/optimizer.pt" "$REF/run/$last/optimizer.pt"
+    same_file "$MNT/shuffled-optimizer.pt" "$REF/run/$last/optimizer.pt"
+}
+verify_all
+remount_fs
+echo 3 >/proc/sys/vm/drop_caches
+verify_all
+
+deltas=$(stats_field delta_chunks)
+chunks=$(stats_field chunks)
+log "blocks: $chunks, stored as deltas: $deltas"
+[ "$deltas" -gt 0 ] || fail "no block was stored as a delta"
+
+# Every checkpoint after the first has its model and optimizer tensors in
+# delta form: at least one delta block per file per later checkpoint.
+n=$(echo "$ckpts" | wc -l)
+[ "$deltas" -ge $(( 2 * (n - 1) )) ] || fail "only $deltas delta blocks for $n checkpoints"
+
+# A torch.load of the optimizer and the safetensors header parse through the
+# mount (a loader, not just cmp).
+"$PY" - "$MNT/$last" <<'PY' || fail "loading the checkpoint from the mount failed"
+import json, struct, sys, torch
+d = sys.argv[1]
+opt = torch.load(d + "/optimizer.pt")
+assert opt["state"], "empty optimizer state"
+raw = open(d + "/model.safetensors", "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+hdr = json.loads(raw[8:8 + n])
+assert any(v.get("dtype") == "BF16" for k, v in hdr.items() if k != "__metadata__")
+PY
+umount_fs
+
