@@ -154,6 +154,30 @@ static int init_root(fsmeta *m, uint32_t uid, uint32_t gid)
     return a.ino == FSMETA_ROOT_INO ? 0 : -EIO;
 }
 
+/* True if the statement compiles (the tables and columns it names exist). */
+static int compiles(fsmeta *m, const char *sql)
+{
+    sqlite3_stmt *s = NULL;
+    int ok = sqlite3_prepare_v2(m->db, sql, -1, &s, NULL) == SQLITE_OK;
+    sqlite3_finalize(s);
+    return ok;
+}
+
+/* Stores made before tensor deltas (format 1) lack a few columns; adding
+** them with their defaults makes such a store a valid format 2 store. */
+static int upgrade(fsmeta *m)
+{
+    if (!compiles(m, "SELECT 1 FROM chunk") || compiles(m, "SELECT base FROM chunk"))
+        return 0;
+    ck_log(CK_LOG_INFO, "upgrading the store's metadata to format 2");
+    return exec(m, "BEGIN;"
+                   "ALTER TABLE chunk ADD COLUMN base INTEGER NOT NULL DEFAULT 0;"
+                   "ALTER TABLE chunk ADD COLUMN depth INTEGER NOT NULL DEFAULT 0;"
+                   "ALTER TABLE chunk ADD COLUMN chain INTEGER NOT NULL DEFAULT 0;"
+                   "ALTER TABLE inode ADD COLUMN family BLOB;"
+                   "COMMIT;");
+}
+
 int fsmeta_open(const char *path, int readonly, uint32_t root_uid,
                 uint32_t root_gid, fsmeta **out)
 {
@@ -176,6 +200,7 @@ int fsmeta_open(const char *path, int readonly, uint32_t root_uid,
     sqlite3_busy_timeout(m->db, 10000);
     if (!readonly) {
         rc = exec(m, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;");
+        if (rc == 0) rc = upgrade(m);
         if (rc == 0) rc = exec(m, fsmeta_schema_sql);
         if (rc < 0) goto fail;
     }

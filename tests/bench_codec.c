@@ -280,7 +280,8 @@ struct speed {
     double enc, dec, ratio;
 };
 
-static struct speed time_tc(const uint8_t *x, const uint8_t *base, size_t len)
+static struct speed time_tc(const uint8_t *x, const uint8_t *base, size_t len,
+                            const struct tc_opts *o)
 {
     double te[RUNS], td[RUNS];
     size_t cap = tc_bound(BLK), stored = 0;
@@ -295,7 +296,7 @@ static struct speed time_tc(const uint8_t *x, const uint8_t *base, size_t len)
         for (size_t b = 0; b * BLK < len; b++) {
             size_t n = CK_MIN(BLK, len - b * BLK);
             int mode;
-            tc_encode(x + b * BLK, n, 2, 1, base ? base + b * BLK : NULL, bh[b], NULL,
+            tc_encode(x + b * BLK, n, 2, 1, base ? base + b * BLK : NULL, bh[b], o,
                       d + b * cap, cap, &sl[b], &mode);
             stored += sl[b];
         }
@@ -363,7 +364,7 @@ static void speed_rows(const char *first_series, const char *last_series)
     size_t len;
     uint8_t *w = bf16_of(p, &len);
     len -= len % 2;
-    struct speed a = time_tc(w, NULL, len), g = time_zstd(w, len, 1), z = time_zstd(w, len, 0);
+    struct speed a = time_tc(w, NULL, len, NULL), g = time_zstd(w, len, 1), z = time_zstd(w, len, 0);
     printf("speed\ttcodec standalone\t%.3f\t%.2f\t%.2f\n", a.ratio, a.enc, a.dec);
     printf("speed\tbyte-grouped zstd -1\t%.3f\t%.2f\t%.2f\n", g.ratio, g.enc, g.dec);
     printf("speed\tzstd -3\t%.3f\t%.2f\t%.2f\n", z.ratio, z.enc, z.dec);
@@ -375,10 +376,17 @@ static void speed_rows(const char *first_series, const char *last_series)
         uint8_t *b1 = bf16_of(p, &l1);
         snprintf(p, sizeof p, "%s/%s/model.safetensors", last_series, ck2[n2 - 1]);
         uint8_t *b2 = bf16_of(p, &l2);
-        if (l1 == l2) {
-            struct speed d = time_tc(b2, b1, l2 - l2 % 2);
-            printf("speed\ttcodec delta (last two of %s)\t%.3f\t%.2f\t%.2f\n", last_series,
-                   d.ratio, d.enc, d.dec);
+        static const struct {
+            const char *name;
+            struct tc_opts o;
+        } kinds[] = {{"best of all", {TC_DELTA_BEST, 0}},
+                     {"ulp only", {TC_DELTA_ULP, 0}},
+                     {"XOR only", {TC_DELTA_XOR, 0}},
+                     {"ulp, no sparse", {TC_DELTA_ULP, 1}}};
+        for (size_t k = 0; l1 == l2 && k < sizeof kinds / sizeof kinds[0]; k++) {
+            struct speed d = time_tc(b2, b1, l2 - l2 % 2, &kinds[k].o);
+            printf("speed\ttcodec delta, %s\t%.3f\t%.2f\t%.2f\n", kinds[k].name, d.ratio,
+                   d.enc, d.dec);
         }
         free(b1), free(b2);
     }
