@@ -61,6 +61,7 @@ struct fmt_parser {
     struct zip z;
     struct fmt_tensor *q;     /* ring of announced zip tensors */
     size_t qcap, qhead, qlen;
+    uint64_t zip_announced;   /* zip tensors announced so far */
 };
 
 /* ---- memory accounting ---- */
@@ -69,6 +70,7 @@ static int mem_take(struct fmt_mem *m, size_t old, size_t bytes)
 {
     if (bytes > old && m->cur - old + bytes > m->limit) return -E2BIG;
     if (m->fail_after == 0) {
+        m->fail_after = -1; /* one failure; later allocations work */
         m->oom = 1;
         return -ENOMEM;
     }
@@ -327,6 +329,7 @@ static int zip_announce(fmt_parser *p, const struct fmt_storage *s, uint64_t off
     fmt_tensor_set_dtype(t, s->dtype);
     memcpy(t->name, "data/", 5);
     memcpy(t->name + 5, p->z.table.keys + s->key_off, s->key_len);
+    p->zip_announced++;
     return 0;
 }
 
@@ -444,7 +447,7 @@ static void header_done(fmt_parser *p)
 {
     uint64_t data_len;
     if (!fmt_st_finish(&p->st, &p->mem, &data_len)) return;
-    if (p->qlen) {
+    if (p->zip_announced) {
         fmt_st_free(&p->st, &p->mem);
         return;
     }

@@ -118,7 +118,7 @@ int fmt_pk_new(struct fmt_mem *m, struct fmt_pk **out);
 ** FMT_PK_FAIL with *used = bytes of b that belong to the pickle (up to and
 ** including STOP, or up to the point where the failure became certain); the
 ** rest are for the zip scan again. Where a failure is decided never depends
-** on how the bytes were chunked. */
+** on how the bytes were chunked (short of hitting the memory limit). */
 int fmt_pk_feed(struct fmt_pk *k, const uint8_t *b, size_t len, size_t *used);
 /* After FMT_PK_DONE: build the storage table. 0 or -E2BIG/-ENOMEM. */
 int fmt_pk_table(struct fmt_pk *k, struct fmt_table *t);

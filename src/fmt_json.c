@@ -502,6 +502,7 @@ static int by_name(const void *a, const void *b, void *ctx)
 /* Names must be unique: sort by name, compare neighbours. */
 static int unique_names(struct fmt_st *s)
 {
+    if (s->nents == 0) return 0;
     qsort_r(s->ents, s->nents, sizeof *s->ents, by_name, s->buf);
     for (size_t i = 1; i < s->nents; i++)
         if (by_name(&s->ents[i - 1], &s->ents[i], s->buf) == 0) return -1;
@@ -514,7 +515,7 @@ static int tile(struct fmt_st *s, uint64_t *data_len)
 {
     uint64_t at = 0, base = 8 + s->hlen;
     size_t keep = 0;
-    qsort(s->ents, s->nents, sizeof *s->ents, by_offsets);
+    if (s->nents) qsort(s->ents, s->nents, sizeof *s->ents, by_offsets);
     for (size_t i = 0; i < s->nents; i++) {
         struct fmt_st_ent e = s->ents[i];
         if (e.begin != at) return -1;

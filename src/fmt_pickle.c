@@ -149,7 +149,7 @@ static int pop_mark(struct fmt_pk *k, const struct pval **items, size_t *n)
 {
     if (k->nmarks == 0) return -EINVAL;
     size_t base = frame_base(k);
-    *items = k->stack + base;
+    *items = k->stack ? k->stack + base : NULL; /* no stack yet: n is 0 */
     *n = k->sp - base;
     k->sp = base;
     k->nmarks--;
