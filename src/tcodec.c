@@ -4,8 +4,9 @@
 ** Encoding a block with a base estimates every candidate on a sample (runs of
 ** SAMPLE_RUN elements out of every SAMPLE_EVERY) by the order-0 entropy of
 ** its planes, then encodes only the winner. A delta whose real size exceeds
-** the standalone estimate is compared against a real standalone encoding, so
-** a block never grows by having a base.
+** the standalone estimate, or any delta when a standalone plane is so
+** uniform that zstd may beat its entropy, is compared against a real
+** standalone encoding, so a block never grows by having a base.
 **
 ** Scratch memory (planes, sample planes) is kept per thread: a 1 MiB block
 ** would otherwise cost fresh page faults on every call.
@@ -288,6 +289,7 @@ static long plane_get(const uint8_t *src, size_t avail, uint8_t *p, size_t cnt)
 
 struct estimate {
     double dense, sparse; /* bytes */
+    int runs; /* a plane has a dominant byte: zstd may beat the entropy */
 };
 
 /* Estimate the planes of op on a sample of the block; for deltas also the
@@ -312,8 +314,10 @@ static struct estimate estimate(unsigned w, int op, const uint8_t *raw, const ui
         }
         tot += run;
     }
-    struct estimate e = {0, 0};
+    struct estimate e = {0, 0, 0};
     if (tot == 0) return e;
+    for (unsigned k = 0; k < w; k++)
+        for (int v = 0; v < 256; v++) e.runs |= hist[k][v] > tot / 2 + tot / 8;
     size_t changed = (size_t)((double)(tot - zero) / (double)tot * (double)cnt);
     for (unsigned k = 0; k < w; k++) {
         e.dense += CK_MIN(entropy_bytes(hist[k], tot, cnt), (double)cnt) + PLANE_HDR;
@@ -449,11 +453,14 @@ struct cand {
 
 /* The candidate with the smallest estimate; standalone first (ties keep it). */
 static struct cand choose(const uint8_t *raw, const uint8_t *base, size_t n, unsigned w,
-                          int is_float, const struct tc_opts *o, uint8_t *tmp, double *st)
+                          int is_float, const struct tc_opts *o, uint8_t *tmp, double *st,
+                          int *st_runs)
 {
     size_t cnt = n / w;
     struct cand best = {TC_STANDALONE, 0, 0};
-    best.est = *st = estimate(w, op_of(TC_STANDALONE, is_float, 0), raw, raw, cnt, tmp).dense;
+    struct estimate se = estimate(w, op_of(TC_STANDALONE, is_float, 0), raw, raw, cnt, tmp);
+    best.est = *st = se.dense;
+    *st_runs = se.runs;
     for (int xor = 0; xor <= 1; xor++) {
         if ((xor && o->delta == TC_DELTA_ULP) || (!xor && o->delta == TC_DELTA_XOR)) continue;
         struct estimate e = estimate(w, op_of(TC_DENSE, is_float, xor), raw, base, cnt, tmp);
@@ -481,12 +488,14 @@ int tc_encode(const uint8_t *raw, size_t n, unsigned width, int is_float,
         return encode_mode(raw, n, w, is_float, TC_STANDALONE, 0, NULL, 0, s, dst, cap,
                            out_len);
     double st;
-    struct cand c = choose(raw, base, n, w, is_float, o, s, &st);
+    int st_runs;
+    struct cand c = choose(raw, base, n, w, is_float, o, s, &st, &st_runs);
     CK_TRY(encode_mode(raw, n, w, is_float, c.mode, c.xor, base, base_hash, s, dst, cap,
                        out_len));
     *mode = c.mode;
-    if (c.mode == TC_STANDALONE || (double)*out_len <= st) return 0;
-    /* The estimate was off: settle it with a real standalone encoding. */
+    /* The entropy estimate bounds the standalone size from below unless
+    ** runs let zstd beat it; otherwise settle it with a real encoding. */
+    if (c.mode == TC_STANDALONE || (!st_runs && (double)*out_len <= st)) return 0;
     size_t alt_len;
     CK_TRY(encode_mode(raw, n, w, is_float, TC_STANDALONE, 0, NULL, 0, s, alt, alt_cap,
                        &alt_len));
