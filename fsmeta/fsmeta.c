@@ -611,6 +611,19 @@ static void read_chunk(sqlite3_stmt *s, int col, struct fsm_chunk *c)
     c->chain = (uint64_t)sqlite3_column_int64(s, col + 9);
 }
 
+/* Make room for element len of the array *v (capacity *cap, elements of
+** size sz). -ENOMEM leaves the array as it was. */
+static int grow(void **v, size_t *cap, size_t len, size_t sz)
+{
+    if (len < *cap) return 0;
+    size_t ncap = *cap ? 2 * *cap : 16;
+    void *nv = realloc(*v, ncap * sz);
+    if (!nv) return -ENOMEM;
+    *v = nv;
+    *cap = ncap;
+    return 0;
+}
+
 int fsmeta_extents(fsmeta *m, uint64_t ino, struct fsm_extent **out, size_t *n)
 {
     lock(m);
@@ -620,15 +633,7 @@ int fsmeta_extents(fsmeta *m, uint64_t ino, struct fsm_extent **out, size_t *n)
     size_t len = 0, cap = 0;
     int rc;
     while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-        if (len == cap) {
-            cap = cap ? cap * 2 : 16;
-            struct fsm_extent *nv = realloc(v, cap * sizeof *v);
-            if (!nv) {
-                rc = -ENOMEM;
-                break;
-            }
-            v = nv;
-        }
+        if ((rc = grow((void **)&v, &cap, len, sizeof *v)) < 0) break;
         v[len].file_off = (uint64_t)sqlite3_column_int64(s, 0);
         read_chunk(s, 1, &v[len].c);
         len++;
@@ -855,15 +860,7 @@ int fsmeta_tensors(fsmeta *m, uint64_t ino, struct fsm_tensor **out, size_t *n)
     size_t len = 0, cap = 0;
     int rc;
     while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-        if (len == cap) {
-            cap = cap ? 2 * cap : 16;
-            struct fsm_tensor *nv = realloc(v, cap * sizeof *v);
-            if (!nv) {
-                rc = -ENOMEM;
-                break;
-            }
-            v = nv;
-        }
+        if ((rc = grow((void **)&v, &cap, len, sizeof *v)) < 0) break;
         struct fsm_tensor *t = &v[len++];
         t->off = (uint64_t)sqlite3_column_int64(s, 0);
         t->len = (uint64_t)sqlite3_column_int64(s, 1);

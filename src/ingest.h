@@ -17,8 +17,17 @@
 ** then is the staging file removed. If a commit fails, the staging file is
 ** kept and recovered at the next mount; nothing committed is ever lost.
 **
-** Memory: each writing file holds one block of tail; the pool queue holds at
-** most 2 blocks per worker and blocks writers when full (backpressure).
+** Blocks are cut by a cutter (cutter.h): at tensor boundaries the format
+** parser finds as the bytes arrive, so each tensor block can be encoded as a
+** delta against the same block of the previous version.
+**
+** Memory: each writing file holds one block of tail and a cutter (the
+** parser: at most FMT_MAX_MEM, in practice one safetensors header or one
+** pickle; plus a few hundred bytes per tensor). The pool queue holds at most
+** 2 blocks per worker and blocks writers when full (backpressure: training
+** waits, nothing is dropped); a worker encoding a delta also holds the base
+** block and about 3 blocks of scratch. So the bound is about
+** block * (1 + 6 * workers) + the cache, whatever the file size.
 */
 #ifndef CKPT_INGEST_H
 #define CKPT_INGEST_H

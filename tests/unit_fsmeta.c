@@ -551,6 +551,99 @@ static int count_chunk(void *ctx, const struct fsm_chunk *c)
     return 0;
 }
 
+/* One extent of content for file f made of chunk c (id 0: new). */
+static void set_one(fsmeta *m, uint64_t f, struct fsm_chunk *c)
+{
+    struct fsm_extent e = {.file_off = 0, .c = *c};
+    ck_assert_int_eq(fsmeta_set_content(m, f, &e, 1, c->raw_len, 5, 6), 0);
+    *c = e.c;
+}
+
+/* A delta holds its base alive after the base's own file is gone; when the
+** delta dies the base dies with it; a delta against a dead chunk revives it. */
+START_TEST(test_delta_refs)
+{
+    char path[160];
+    fsmeta *m = new_db(path);
+    uint64_t f1 = mkfile(m), f2 = mkfile(m), f3 = mkfile(m);
+    struct fsm_chunk a = chunk(1, 16, 100, 60, 2, 11);
+    set_one(m, f1, &a);
+    struct fsm_chunk b = chunk(1, 200, 100, 10, 2, 22);
+    b.base = a.id, b.depth = 1, b.chain = 70;
+    set_one(m, f2, &b);
+    check_stats(m, 2, 70);
+    struct fsm_stats s;
+    ck_assert_int_eq(fsmeta_stats(m, &s), 0);
+    ck_assert_uint_eq(s.delta_chunks, 1);
+    struct fsm_chunk got;
+    ck_assert_int_eq(fsmeta_chunk_get(m, b.id, &got), 0);
+    ck_assert_uint_eq(got.base, a.id);
+    ck_assert_uint_eq(got.depth, 1);
+    ck_assert_uint_eq(got.chain, 70);
+
+    ck_assert_int_eq(fsmeta_rminode(m, f1), 0); /* a lives on as b's base */
+    check_stats(m, 2, 70);
+    ck_assert_int_eq(fsmeta_rminode(m, f2), 0); /* b dies, and a with it */
+    check_stats(m, 0, 0);
+    ck_assert_int_eq(fsmeta_chunk_get(m, a.id, &got), 0); /* rows stay: garbage */
+
+    struct fsm_chunk c = chunk(1, 300, 100, 12, 2, 33);
+    c.base = b.id, c.depth = 2, c.chain = 82;
+    set_one(m, f3, &c);                          /* revives b, which revives a */
+    check_stats(m, 3, 82);
+    ck_assert_int_eq(fsmeta_chunk_get(m, 999, &got), -ENOENT);
+    fsmeta_close(m);
+}
+END_TEST
+
+START_TEST(test_tensors_family)
+{
+    char path[160];
+    fsmeta *m = new_db(path);
+    uint64_t d1 = mk(m, S_IFDIR | 0755, 2), d2 = mk(m, S_IFDIR | 0755, 2);
+    ck_assert_int_eq(fsmeta_link(m, FSMETA_ROOT_INO, "checkpoint-500", d1), 0);
+    ck_assert_int_eq(fsmeta_link(m, FSMETA_ROOT_INO, "checkpoint-1000", d2), 0);
+    uint64_t f1 = mkfile(m), f2 = mkfile(m);
+    ck_assert_int_eq(fsmeta_link(m, d1, "model.safetensors", f1), 0);
+    ck_assert_int_eq(fsmeta_link(m, d2, "model.safetensors", f2), 0);
+    char p[256];
+    ck_assert_int_eq(fsmeta_path(m, f2, p, sizeof p), 0);
+    ck_assert_str_eq(p, "/checkpoint-1000/model.safetensors");
+    ck_assert_int_eq(fsmeta_path(m, FSMETA_ROOT_INO, p, sizeof p), 0);
+    ck_assert_str_eq(p, "/");
+    ck_assert_int_eq(fsmeta_path(m, f2, p, 10), -ENAMETOOLONG);
+
+    struct fsm_tensor t[2] = {{.off = 100, .len = 64, .dtype = 7, .width = 2, .name = "w"},
+                              {.off = 8, .len = 32, .dtype = 10, .width = 4, .name = "b"}};
+    uint64_t got;
+    ck_assert_int_eq(fsmeta_family_latest(m, "/checkpoint-#/model.safetensors", 0, &got),
+                     -ENOENT);
+    ck_assert_int_eq(fsmeta_set_tensors(m, f1, "/checkpoint-#/model.safetensors", t, 2), 0);
+    ck_assert_int_eq(fsmeta_family_latest(m, "/checkpoint-#/model.safetensors", f2, &got), 0);
+    ck_assert_uint_eq(got, f1);
+    /* Itself excluded; a member without tensors is no base. */
+    ck_assert_int_eq(fsmeta_family_latest(m, "/checkpoint-#/model.safetensors", f1, &got),
+                     -ENOENT);
+    struct fsm_tensor *v;
+    size_t n;
+    ck_assert_int_eq(fsmeta_tensors(m, f1, &v, &n), 0);
+    ck_assert_uint_eq(n, 2);
+    ck_assert_uint_eq(v[0].off, 8); /* by offset */
+    ck_assert_str_eq(v[0].name, "b");
+    ck_assert_uint_eq(v[1].len, 64);
+    ck_assert_uint_eq(v[1].dtype, 7);
+    ck_assert_uint_eq(v[1].width, 2);
+    free(v);
+    /* New content of f1 drops its tensors until they are set again. */
+    struct fsm_chunk c = chunk(1, 16, 10, 10, 0, 1);
+    set_one(m, f1, &c);
+    ck_assert_int_eq(fsmeta_tensors(m, f1, &v, &n), 0);
+    ck_assert_uint_eq(n, 0);
+    free(v);
+    fsmeta_close(m);
+}
+END_TEST
+
 START_TEST(test_set_content)
 {
     char path[160];
@@ -798,6 +891,8 @@ int main(void)
     tcase_add_test(tc, test_txn_commit_persists);
     tcase_add_test(tc, test_txn_nested);
     tcase_add_test(tc, test_set_content);
+    tcase_add_test(tc, test_delta_refs);
+    tcase_add_test(tc, test_tensors_family);
     tcase_add_test(tc, test_purge_orphans);
     tcase_add_test(tc, test_readlink);
     tcase_add_test(tc, test_readonly);
