@@ -1,0 +1,178 @@
+/*
+** unit_cutter.c: tests of the cutter (src/cutter.h): family keys, where
+** blocks end around the tensors of a safetensors file fed in pieces, and
+** which chunk of a base version each tensor block is matched with.
+*/
+#include "../src/common.h"
+#include "../src/cutter.h"
+#include "unit_util.h"
+
+#define BS 4096u
+
+START_TEST(test_family)
+{
+    static const char *cases[][2] = {
+        {"/run/checkpoint-500/model.safetensors", "/run/checkpoint-#/model.safetensors"},
+        {"/run/checkpoint-1000/model.safetensors", "/run/checkpoint-#/model.safetensors"},
+        {"/global_step42/mp_rank_00_model_states.pt", "/global_step#/mp_rank_00_model_states.pt"},
+        {"/a1b22/c333/x9.pt", "/a#b#/c#/x9.pt"},
+        {"/model-00001-of-00002.safetensors", "/model-00001-of-00002.safetensors"},
+        {"/", "/"},
+    };
+    struct cutter *c = cutter_new();
+    ck_assert_ptr_nonnull(c);
+    ck_assert_ptr_null(cutter_family(c));
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        cutter_set_family(c, cases[i][0]);
+        ck_assert_str_eq(cutter_family(c), cases[i][1]);
+    }
+    cutter_free(c);
+}
+END_TEST
+
+/* A safetensors file: "a" F32 of na bytes, then "b" BF16 of nb bytes. */
+static uint8_t *make_st(size_t na, size_t nb, size_t *len)
+{
+    char hdr[512];
+    int h = snprintf(hdr, sizeof hdr,
+                     "{\"a\":{\"dtype\":\"F32\",\"shape\":[%zu],\"data_offsets\":[0,%zu]},"
+                     "\"b\":{\"dtype\":\"BF16\",\"shape\":[%zu],\"data_offsets\":[%zu,%zu]}}",
+                     na / 4, na, nb / 2, na, na + nb);
+    while (h % 8) hdr[h++] = ' ';
+    *len = 8 + (size_t)h + na + nb;
+    uint8_t *f = ut_xmalloc(*len);
+    for (int i = 0; i < 8; i++) f[i] = (uint8_t)((uint64_t)h >> (8 * i));
+    memcpy(f + 8, hdr, (size_t)h);
+    for (size_t i = 8 + (size_t)h; i < *len; i++) f[i] = (uint8_t)(i * 7);
+    return f;
+}
+
+/* Cut a whole file fed in pieces of `piece` bytes; returns the block starts. */
+static size_t cut_all(struct cutter *c, const uint8_t *f, size_t len, size_t piece,
+                      uint64_t *starts, struct store_hint *hints, struct fsm_chunk *bases)
+{
+    size_t n = 0;
+    uint64_t start = 0, fed = 0;
+    while (start < len) {
+        uint64_t end = cutter_block_end(c, start, BS);
+        while (fed < end && fed < len) {
+            size_t k = CK_MIN(piece, len - fed);
+            cutter_feed(c, f + fed, k);
+            fed += k;
+            end = cutter_block_end(c, start, BS); /* announcements may shorten it */
+        }
+        end = CK_MIN(end, (uint64_t)len);
+        ck_assert_uint_gt(end, start);
+        ck_assert_uint_le(end - start, BS);
+        starts[n] = start;
+        cutter_hint(c, start, end - start, &hints[n], &bases[n]);
+        if (hints[n].base) hints[n].base = &bases[n];
+        n++;
+        start = end;
+    }
+    starts[n] = len;
+    return n;
+}
+
+START_TEST(test_cuts_and_bases)
+{
+    size_t na = 3 * BS + 100, nb = 2 * BS, len;
+    uint8_t *f = make_st(na, nb, &len);
+    size_t data = len - na - nb;
+    uint64_t starts[64];
+    struct store_hint h[64];
+    struct fsm_chunk b[64];
+    size_t pieces[] = {1, 7, 1000, 1 << 20};
+    for (size_t p = 0; p < 4; p++) {
+        struct cutter *c = cutter_new();
+        size_t n = cut_all(c, f, len, pieces[p], starts, h, b);
+        /* header block, a in 4 blocks (3 full + 100), b in 2 */
+        ck_assert_uint_eq(n, 7);
+        ck_assert_uint_eq(starts[1], data);
+        ck_assert_uint_eq(starts[2], data + BS);
+        ck_assert_uint_eq(starts[4], data + 3 * BS);
+        ck_assert_uint_eq(starts[5], data + na);
+        ck_assert_uint_eq(h[0].width, 0);
+        ck_assert_uint_eq(h[1].width, 4);
+        ck_assert(h[1].is_float);
+        ck_assert_uint_eq(h[5].width, 2);
+        ck_assert_ptr_null(h[1].base); /* no base version */
+        size_t nt;
+        const struct fsm_tensor *t = cutter_tensors(c, &nt);
+        ck_assert_uint_eq(nt, 2);
+        ck_assert_str_eq(t[0].name, "a");
+        ck_assert_uint_eq(t[0].off, data);
+        ck_assert_uint_eq(t[1].len, nb);
+        cutter_free(c);
+    }
+
+    /* A base version laid out differently: b first, at other offsets. */
+    struct fsm_extent ext[4] = {
+        {.file_off = 64, .c = {.id = 11, .raw_len = BS}},
+        {.file_off = 64 + BS, .c = {.id = 12, .raw_len = BS}},
+        {.file_off = 64 + 2 * BS, .c = {.id = 13, .raw_len = BS}},
+        {.file_off = 64 + 5 * BS, .c = {.id = 14, .raw_len = 100}},
+    };
+    struct fsm_tensor *bt = ut_xmalloc(2 * sizeof *bt);
+    bt[0] = (struct fsm_tensor){.off = 64, .len = nb, .dtype = 7, .width = 2, .name = "b"};
+    bt[1] = (struct fsm_tensor){.off = 64 + 2 * BS, .len = na, .dtype = 10, .width = 4,
+                                .name = "a"};
+    struct cutter *c = cutter_new();
+    cutter_set_base(c, extmap_new(ext, 4), bt, 2);
+    size_t n = cut_all(c, f, len, 333, starts, h, b);
+    ck_assert_uint_eq(n, 7);
+    ck_assert_ptr_nonnull(h[1].base);
+    ck_assert_uint_eq(h[1].base->id, 13);   /* a, block 0 */
+    ck_assert_ptr_null(h[2].base);          /* a, block 1: no extent there */
+    ck_assert_ptr_nonnull(h[4].base);
+    ck_assert_uint_eq(h[4].base->id, 14);   /* a, the 100-byte tail */
+    ck_assert_uint_eq(h[5].base->id, 11);   /* b, block 0 */
+    ck_assert_uint_eq(h[6].base->id, 12);
+    cutter_free(c);
+
+    /* Same names, other dtype or length: no base. */
+    bt = ut_xmalloc(2 * sizeof *bt);
+    bt[0] = (struct fsm_tensor){.off = 64, .len = nb, .dtype = 10, .width = 4, .name = "b"};
+    bt[1] = (struct fsm_tensor){.off = 64 + 2 * BS, .len = na + 4, .dtype = 10, .width = 4,
+                                .name = "a"};
+    c = cutter_new();
+    cutter_set_base(c, extmap_new(ext, 4), bt, 2);
+    n = cut_all(c, f, len, 4096, starts, h, b);
+    for (size_t i = 0; i < n; i++) ck_assert_ptr_null(h[i].base);
+    cutter_free(c);
+    free(f);
+}
+END_TEST
+
+/* Bytes that are no checkpoint: plain blocks of BS from offset 0. */
+START_TEST(test_opaque)
+{
+    size_t len = 5 * BS + 17;
+    uint8_t *f = ut_xmalloc(len);
+    ut_fill_random(f, len, 3);
+    uint64_t starts[64];
+    struct store_hint h[64];
+    struct fsm_chunk b[64];
+    struct cutter *c = cutter_new();
+    size_t n = cut_all(c, f, len, 777, starts, h, b);
+    ck_assert_uint_eq(n, 6);
+    for (size_t i = 0; i < n; i++) {
+        ck_assert_uint_eq(starts[i], i * BS);
+        ck_assert_uint_eq(h[i].width, 0);
+    }
+    cutter_free(c);
+    free(f);
+}
+END_TEST
+
+int main(void)
+{
+    ut_root_init("cutter");
+    Suite *s = suite_create("cutter");
+    TCase *tc = tcase_create("cutter");
+    tcase_add_test(tc, test_family);
+    tcase_add_test(tc, test_cuts_and_bases);
+    tcase_add_test(tc, test_opaque);
+    suite_add_tcase(s, tc);
+    return ut_run(s);
+}
