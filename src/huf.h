@@ -31,12 +31,14 @@
 /* Histogram of src[0..n). */
 void huf_hist(const uint8_t *src, size_t n, uint32_t hist[256]);
 
-/* Exact encoded size of n symbols with histogram hist, or 0 if they cannot be
-** coded (n == 0). Costs a code construction, no pass over the data. */
+/* Encoded size of n symbols with histogram hist, at most 3 bytes over the
+** real one (stream rounding), or 0 if they cannot be coded (n == 0). Costs a
+** code construction, no pass over the data. */
 size_t huf_size(const uint32_t hist[256], size_t n);
 
-/* Encode src[0..n) whose histogram is hist into dst (capacity cap). Returns
-** the encoded size, or 0 if it would not fit in cap (the caller keeps the
+/* Encode src[0..n) whose histogram is hist into dst (capacity cap, which
+** must be at least huf_size + 8: the bit writer stores 8 bytes at a time).
+** Returns the encoded size, or 0 if cap is smaller (the caller keeps the
 ** bytes raw then). */
 size_t huf_encode(const uint8_t *src, size_t n, const uint32_t hist[256],
                   uint8_t *dst, size_t cap);
