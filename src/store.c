@@ -161,7 +161,15 @@ int store_put_block(struct store *st, const void *raw, size_t len,
         c->depth = h->base->depth + 1;
         c->chain = h->base->chain + stored;
     }
-    return pack_append(st->packs, &r, dst, &c->pack, &c->off);
+    CK_TRY(pack_append(st->packs, &r, dst, &c->pack, &c->off));
+    /* A tensor block is the likely base of the next version's block: keep
+    ** it decoded, so that delta need not rebuild it from the pack. */
+    uint8_t *copy = h && h->width ? malloc(len) : NULL;
+    if (copy) {
+        memcpy(copy, raw, len);
+        bcache_put(st->cache, bcache_key(c->pack, c->off), copy, len);
+    }
+    return 0;
 }
 
 /* Decode a delta: rebuild its base first (through the cache). */

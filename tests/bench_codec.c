@@ -208,6 +208,7 @@ static void run_series(const char *series, struct sums *s)
     store_default_opts(&o);
     o.threads = 1;
     o.reserve_bytes = 0;
+    if (getenv("BENCH_CACHE_MIB")) o.cache_bytes = (size_t)atoi(getenv("BENCH_CACHE_MIB")) << 20;
     struct store *st;
     node_table *nt;
     if (store_open(tmpl, &o, &st) < 0 || store_start(st) < 0) die("store");
