@@ -901,7 +901,7 @@ int fsmeta_path(fsmeta *m, uint64_t ino, char *buf, size_t cap)
     size_t at = cap - 1;
     buf[at] = 0;
     char name[256 + 1];
-    for (int hops = 0; ino != 1; hops++) {
+    for (int hops = 0; ino != FSMETA_ROOT_INO; hops++) {
         uint64_t parent;
         if (hops > 4096) return -ELOOP;
         CK_TRY(fsmeta_name_of(m, ino, &parent, name, sizeof name));

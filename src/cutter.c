@@ -10,6 +10,8 @@
 #include <string.h>
 
 struct cutter {
+    size_t bs;                 /* block size */
+    int based;                 /* cutter_set_base was called */
     fmt_parser *fp;            /* NULL after running out of memory */
     struct fmt_tensor *q;      /* announced tensors not yet passed: q[qhead..qlen) */
     size_t qhead, qlen, qcap;
@@ -21,13 +23,14 @@ struct cutter {
     char *family;
 };
 
-struct cutter *cutter_new(void)
+struct cutter *cutter_new(size_t bs)
 {
     struct cutter *c = calloc(1, sizeof *c);
     if (c && fmt_parser_new(&c->fp) < 0) {
         free(c);
         return NULL;
     }
+    if (c) c->bs = bs;
     return c;
 }
 
@@ -77,10 +80,16 @@ void cutter_set_base(struct cutter *c, struct extmap *map, struct fsm_tensor *t,
 {
     extmap_put(c->bmap);
     free(c->bt);
-    qsort(t, n, sizeof *t, by_name);
+    if (n) qsort(t, n, sizeof *t, by_name);
     c->bmap = map;
     c->bt = t;
     c->nbt = n;
+    c->based = 1;
+}
+
+int cutter_has_base(const struct cutter *c)
+{
+    return c->based;
 }
 
 static void push(struct cutter *c, const struct fmt_tensor *t)
@@ -116,8 +125,9 @@ void cutter_feed(struct cutter *c, const void *buf, size_t len)
 /* The announced tensor that holds or follows start, dropping those before
 ** it; NULL if none. A tensor announced too late to cut at its first byte is
 ** dropped too: its blocks would not line up with its previous version's. */
-static const struct fmt_tensor *current(struct cutter *c, uint64_t start, size_t bs)
+static const struct fmt_tensor *current(struct cutter *c, uint64_t start)
 {
+    size_t bs = c->bs;
     while (c->qhead < c->qlen) {
         const struct fmt_tensor *t = &c->q[c->qhead];
         int passed = t->off + t->len <= start;
@@ -128,10 +138,10 @@ static const struct fmt_tensor *current(struct cutter *c, uint64_t start, size_t
     return NULL;
 }
 
-uint64_t cutter_block_end(struct cutter *c, uint64_t start, size_t bs)
+uint64_t cutter_block_end(struct cutter *c, uint64_t start)
 {
-    const struct fmt_tensor *t = current(c, start, bs);
-    uint64_t end = start + bs;
+    const struct fmt_tensor *t = current(c, start);
+    uint64_t end = start + c->bs;
     if (!t) return end;
     if (t->off <= start) return CK_MIN(end, t->off + t->len);
     return CK_MIN(end, t->off);
@@ -175,17 +185,15 @@ static int find_base(const struct cutter *c, const struct fmt_tensor *t, uint64_
     return 1;
 }
 
-void cutter_hint(struct cutter *c, uint64_t start, size_t len, struct store_hint *h,
-                 struct fsm_chunk *base)
+void cutter_hint(struct cutter *c, uint64_t start, size_t len, struct store_hint *h)
 {
-    *h = (struct store_hint){0, 0, NULL};
-    if (c->qhead >= c->qlen) return;
-    const struct fmt_tensor *t = &c->q[c->qhead];
-    if (t->off > start || start + len > t->off + t->len) return;
+    memset(h, 0, sizeof *h);
+    const struct fmt_tensor *t = current(c, start);
+    if (!t || t->off > start || start + len > t->off + t->len) return;
     h->width = t->width;
     h->is_float = t->is_float;
     note_used(c, t);
-    if (find_base(c, t, start - t->off, len, base)) h->base = base;
+    h->has_base = find_base(c, t, start - t->off, len, &h->base);
 }
 
 const struct fsm_tensor *cutter_tensors(const struct cutter *c, size_t *n)

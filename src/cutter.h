@@ -33,8 +33,9 @@
 
 struct cutter;
 
-/* NULL on no memory (the caller then cuts plain blocks). */
-struct cutter *cutter_new(void);
+/* A cutter for blocks of bs bytes; NULL on no memory (the caller then cuts
+** plain blocks). */
+struct cutter *cutter_new(size_t bs);
 void cutter_free(struct cutter *c);
 
 /* The family of the file at path: the path with the numbers in its
@@ -43,21 +44,24 @@ void cutter_free(struct cutter *c);
 void cutter_set_family(struct cutter *c, const char *path);
 const char *cutter_family(const struct cutter *c); /* NULL if unknown */
 
-/* Take over the base version: a reference on map and the malloc'd t[0..n). */
+/* Take over the base version: a reference on map and the malloc'd t[0..n);
+** map NULL (and n 0) records that there is none. */
 void cutter_set_base(struct cutter *c, struct extmap *map, struct fsm_tensor *t, size_t n);
 
 /* Feed the next bytes of the file (before cutting them). */
 void cutter_feed(struct cutter *c, const void *buf, size_t len);
 
-/* End of the block that starts at start (everything before it is cut), for
-** block size bs. Never more than start + bs. */
-uint64_t cutter_block_end(struct cutter *c, uint64_t start, size_t bs);
+/* End of the block that starts at start (everything before it is cut).
+** Never more than start + the block size. */
+uint64_t cutter_block_end(struct cutter *c, uint64_t start);
 
-/* Describe block [start, start + len), just bounded by cutter_block_end: *h (and *base, which h points
-** at when the base version has this block). Records the tensor it belongs to
-** for cutter_tensors. */
-void cutter_hint(struct cutter *c, uint64_t start, size_t len, struct store_hint *h,
-                 struct fsm_chunk *base);
+/* Describe block [start, start + len), as cut: its element type when it is
+** a tensor's, and the chunk holding the same block of the base version when
+** there is one. Records the tensor for cutter_tensors. */
+void cutter_hint(struct cutter *c, uint64_t start, size_t len, struct store_hint *h);
+
+/* Whether cutter_set_base was called (with or without a base found). */
+int cutter_has_base(const struct cutter *c);
 
 /* Tensors of the blocks cut so far, in file order. */
 const struct fsm_tensor *cutter_tensors(const struct cutter *c, size_t *n);

@@ -138,14 +138,20 @@ static int build_table(const uint32_t hist[256], struct huf_table *t)
     return 0;
 }
 
+/* Encoded size with table t: exact but for the rounding of 4 streams. */
+static size_t coded_size(const struct huf_table *t, const uint32_t hist[256])
+{
+    if (t->maxlen == 0) return 2;
+    uint64_t bits = 0;
+    for (int s = 0; s < 256; s++) bits += (uint64_t)hist[s] * t->len[s];
+    return HUF_HEADER + (size_t)((bits + 7) / 8) + 3;
+}
+
 size_t huf_size(const uint32_t hist[256], size_t n)
 {
     struct huf_table t;
     if (n == 0 || build_table(hist, &t) < 0) return 0;
-    if (t.maxlen == 0) return 2;
-    uint64_t bits = 0;
-    for (int s = 0; s < 256; s++) bits += (uint64_t)hist[s] * t.len[s];
-    return HUF_HEADER + (size_t)((bits + 7) / 8) + 3; /* + rounding of 4 streams */
+    return coded_size(&t, hist);
 }
 
 static void write_header(const struct huf_table *t, uint8_t *dst)
@@ -191,8 +197,7 @@ size_t huf_encode(const uint8_t *src, size_t n, const uint32_t hist[256],
         dst[1] = src[0];
         return 2;
     }
-    size_t need = huf_size(hist, n);
-    if (cap < need + 8) return 0;
+    if (cap < coded_size(&t, hist) + 8) return 0;
     write_header(&t, dst);
     size_t q = (n + 3) / 4;
     uint8_t *p = dst + HUF_HEADER;

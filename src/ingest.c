@@ -22,7 +22,6 @@ struct job {
     size_t len;
     size_t idx;
     struct store_hint h;
-    struct fsm_chunk base; /* h.base points here when set */
 };
 
 static void encode_job(void *arg)
@@ -30,7 +29,6 @@ static void encode_job(void *arg)
     struct job *j = arg;
     struct fsm_extent e = {0};
     int rc = 0;
-    if (j->h.base) j->h.base = &j->base;
     if (!ck_is_zero(j->raw, j->len)) rc = store_put_block(j->st, j->raw, j->len, &j->h, &e.c);
     struct node *n = j->n;
     pthread_mutex_lock(&n->cmu);
@@ -43,15 +41,17 @@ static void encode_job(void *arg)
     free(j);
 }
 
+static void hint_for(struct store *st, struct node *n, uint64_t off, size_t len,
+                     struct store_hint *h);
+
 /* Queue raw (malloc'd, ownership passes) as the block at file offset off,
 ** just cut by the node's cutter if it has one. */
 static int submit_block(struct store *st, struct node *n, uint8_t *raw, size_t len,
                         uint64_t off)
 {
     struct job *j = malloc(sizeof *j);
-    struct store_hint h = {0, 0, NULL};
-    struct fsm_chunk base;
-    if (n->cut) cutter_hint(n->cut, off, len, &h, &base);
+    struct store_hint h;
+    hint_for(st, n, off, len, &h);
     pthread_mutex_lock(&n->cmu);
     if (j && n->npend == n->pend_cap) {
         size_t cap = n->pend_cap ? 2 * n->pend_cap : 64;
@@ -60,7 +60,7 @@ static int submit_block(struct store *st, struct node *n, uint8_t *raw, size_t l
     }
     int ok = j && n->npend < n->pend_cap;
     if (ok) {
-        *j = (struct job){st, n, raw, len, n->npend, h, h.base ? base : (struct fsm_chunk){0}};
+        *j = (struct job){st, n, raw, len, n->npend, h};
         n->pend[n->npend++] = (struct fsm_extent){.file_off = off};
         n->inflight++;
     }
@@ -85,19 +85,26 @@ static int settle(struct node *n)
     return rc;
 }
 
+/* The committed extents of ino as a map. */
+static int load_map(struct store *st, uint64_t ino, struct extmap **out)
+{
+    struct fsm_extent *ext;
+    size_t cnt;
+    CK_TRY(fsmeta_extents(st->meta, ino, &ext, &cnt));
+    *out = extmap_new(ext, cnt);
+    free(ext);
+    return *out ? 0 : -ENOMEM;
+}
+
 /* Load the committed extents and size; *a (optional) gets the row read. */
 static int load_committed(struct store *st, struct node *n, struct fsm_attr *out)
 {
     struct fsm_attr a;
     if (n->loaded && !out) return 0;
     if (n->loaded) return fsmeta_getattr(st->meta, n->ino, out);
-    struct fsm_extent *ext;
-    size_t cnt;
     CK_TRY(fsmeta_getattr(st->meta, n->ino, &a));
-    CK_TRY(fsmeta_extents(st->meta, n->ino, &ext, &cnt));
-    struct extmap *m = extmap_new(ext, cnt);
-    free(ext);
-    if (!m) return -ENOMEM;
+    struct extmap *m;
+    CK_TRY(load_map(st, n->ino, &m));
     extmap_put(n->map);
     n->map = m;
     n->csize = a.size;
@@ -140,45 +147,59 @@ static void drop_stream(struct node *n)
     n->cut = NULL;
 }
 
-/* The base version for a new body of n: its own committed content when that
-** has tensors (a file rewritten in place), else the latest file of its
-** family (the same file in the previous checkpoint-N/ directory). */
+/* The tensors of ino's committed content into *t: 1 if there are any. */
+static int tensors_of(struct store *st, uint64_t ino, struct fsm_tensor **t, size_t *nt)
+{
+    if (fsmeta_tensors(st->meta, ino, t, nt) < 0) return 0;
+    if (*nt) return 1;
+    free(*t);
+    *t = NULL;
+    return 0;
+}
+
+/* Find the base version of n's new body, once, when its first tensor block
+** is cut (most files written are no checkpoints and never pay for this):
+** its own committed content when that has tensors (a file rewritten in
+** place), else the latest file of its family (the same file in the
+** previous checkpoint-N/ directory). Also records the family. */
 static void find_base(struct store *st, struct node *n)
 {
-    struct fsm_tensor *t;
-    size_t nt;
+    char path[4096];
+    if (fsmeta_path(st->meta, n->ino, path, sizeof path) == 0) cutter_set_family(n->cut, path);
     const char *fam = cutter_family(n->cut);
-    if (n->loaded && n->map && n->map->n && fsmeta_tensors(st->meta, n->ino, &t, &nt) == 0) {
-        if (nt) {
-            extmap_get(n->map);
-            cutter_set_base(n->cut, n->map, t, nt);
-            return;
-        }
-        free(t);
-    }
+    struct extmap *m = NULL;
+    struct fsm_tensor *t = NULL;
+    size_t nt = 0;
     uint64_t b;
-    struct fsm_extent *e;
-    size_t ne;
-    if (!fam || fsmeta_family_latest(st->meta, fam, n->ino, &b) < 0) return;
-    if (fsmeta_tensors(st->meta, b, &t, &nt) < 0) return;
-    if (fsmeta_extents(st->meta, b, &e, &ne) < 0) {
+    if (n->loaded && n->map->n && tensors_of(st, n->ino, &t, &nt)) {
+        extmap_get(m = n->map);
+    } else if (fam && fsmeta_family_latest(st->meta, fam, n->ino, &b) == 0 &&
+               tensors_of(st, b, &t, &nt) && load_map(st, b, &m) < 0) {
         free(t);
-        return;
+        t = NULL;
+        nt = 0;
     }
-    struct extmap *m = extmap_new(e, ne);
-    free(e);
-    if (m) cutter_set_base(n->cut, m, t, nt); else free(t);
+    cutter_set_base(n->cut, m, t, nt);
+}
+
+/* Describe the block [off, off + len) just cut, for the encoder. */
+static void hint_for(struct store *st, struct node *n, uint64_t off, size_t len,
+                     struct store_hint *h)
+{
+    memset(h, 0, sizeof *h);
+    if (!n->cut) return;
+    cutter_hint(n->cut, off, len, h);
+    if (h->width && !cutter_has_base(n->cut)) {
+        find_base(st, n);
+        cutter_hint(n->cut, off, len, h);
+    }
 }
 
 /* A new body of n starts streaming from offset 0: parse it as it comes. */
 static void cut_begin(struct store *st, struct node *n)
 {
-    char path[4096];
     cutter_free(n->cut);
-    n->cut = cutter_new();
-    if (!n->cut) return; /* plain blocks, no deltas */
-    if (fsmeta_path(st->meta, n->ino, path, sizeof path) == 0) cutter_set_family(n->cut, path);
-    find_base(st, n);
+    n->cut = cutter_new(st->o.block_size); /* NULL: plain blocks, no deltas */
 }
 
 /* Move the current body of n into a fresh staging file. */
@@ -236,7 +257,7 @@ static int stream_append(struct store *st, struct node *n, const uint8_t *buf, s
     if (n->cut) cutter_feed(n->cut, buf, len);
     while (len > 0) {
         uint64_t start = n->send - n->tail_len;
-        uint64_t end = n->cut ? cutter_block_end(n->cut, start, bs) : start + bs;
+        uint64_t end = n->cut ? cutter_block_end(n->cut, start) : start + bs;
         if (!n->tail && !(n->tail = malloc(bs))) return -ENOMEM;
         size_t take = (size_t)CK_MIN((uint64_t)len, end - n->send);
         memcpy(n->tail + n->tail_len, buf, take);
@@ -368,10 +389,9 @@ static int gather(struct store *st, struct node *n, struct fsm_extent **out, siz
         if (n->pend[i].c.raw_len) v[k++] = n->pend[i];
     int rc = 0;
     if (n->mode == NODE_STREAM && n->tail_len && !ck_is_zero(n->tail, n->tail_len)) {
-        struct store_hint h = {0, 0, NULL};
-        struct fsm_chunk base;
+        struct store_hint h;
         v[k].file_off = n->send - n->tail_len;
-        if (n->cut) cutter_hint(n->cut, v[k].file_off, n->tail_len, &h, &base);
+        hint_for(st, n, v[k].file_off, n->tail_len, &h);
         rc = store_put_block(st, n->tail, n->tail_len, &h, &v[k].c);
         k++;
     }

@@ -121,19 +121,28 @@ static uint8_t *scratch(size_t need)
     return s->data;
 }
 
-/* The base block to encode against: rebuilt (through the cache) into a
-** malloc'd buffer, when the chain bound allows one more delta. */
+/* The whole block of c, rebuilt through the cache, in a malloc'd buffer. */
+static int whole_block(struct store *st, const struct fsm_chunk *c, uint8_t **out)
+{
+    if (!(*out = malloc(c->raw_len ? c->raw_len : 1))) return -ENOMEM;
+    int rc = store_read_block(st, c, 0, c->raw_len, *out);
+    if (rc < 0) {
+        free(*out);
+        *out = NULL;
+    }
+    return rc;
+}
+
+/* The base block to encode against, when the chain bound allows one more
+** delta; NULL otherwise. An unreadable base only costs the delta (it was
+** logged). */
 static uint8_t *base_for(struct store *st, const struct store_hint *h, size_t len)
 {
-    const struct fsm_chunk *b = h ? h->base : NULL;
-    if (!b || !h->width || b->id == 0 || b->raw_len != len || b->depth >= STORE_MAX_DEPTH ||
-        b->chain > (uint64_t)STORE_MAX_CHAIN_X * len)
-        return NULL;
-    uint8_t *buf = malloc(len);
-    if (buf && store_read_block(st, b, 0, len, buf) < 0) {
-        free(buf); /* an unreadable base only costs the delta; it was logged */
-        buf = NULL;
-    }
+    const struct fsm_chunk *b = h && h->has_base ? &h->base : NULL;
+    uint8_t *buf = NULL;
+    if (b && h->width && b->id && b->raw_len == len && b->depth < STORE_MAX_DEPTH &&
+        b->chain <= (uint64_t)STORE_MAX_CHAIN_X * len)
+        whole_block(st, b, &buf);
     return buf;
 }
 
@@ -147,7 +156,7 @@ int store_put_block(struct store *st, const void *raw, size_t len,
     int delta;
     uint8_t *base = base_for(st, h, len);
     struct codec_hint ch = {h ? h->width : 0, h ? h->is_float : 0, base,
-                            base ? h->base->hash : 0};
+                            base ? h->base.hash : 0};
     int rc = codec_encode(raw, len, dst, codec_bound(len), st->o.zstd_level,
                           ch.width ? &ch : NULL, &codec, &stored, &delta);
     free(base);
@@ -157,9 +166,9 @@ int store_put_block(struct store *st, const void *raw, size_t len,
     *c = (struct fsm_chunk){.raw_len = r.raw_len, .stored_len = r.stored_len,
                             .codec = codec, .hash = r.hash, .chain = stored};
     if (delta) {
-        c->base = h->base->id;
-        c->depth = h->base->depth + 1;
-        c->chain = h->base->chain + stored;
+        c->base = h->base.id;
+        c->depth = h->base.depth + 1;
+        c->chain = h->base.chain + stored;
     }
     CK_TRY(pack_append(st->packs, &r, dst, &c->pack, &c->off));
     /* A tensor block is the likely base of the next version's block: keep
@@ -180,11 +189,9 @@ static int decode_delta(struct store *st, const struct fsm_chunk *c, const void 
     int rc = fsmeta_chunk_get(st->meta, c->base, &b);
     if (rc < 0) return rc == -ENOENT ? -EIO : rc; /* a lost base is corruption */
     if (b.raw_len != c->raw_len) return -EIO;
-    uint8_t *base = malloc(b.raw_len);
-    if (!base) return -ENOMEM;
-    rc = store_read_block(st, &b, 0, b.raw_len, base);
-    if (rc == 0)
-        rc = codec_decode(c->codec, src, c->stored_len, dst, c->raw_len, base, b.hash);
+    uint8_t *base;
+    CK_TRY(whole_block(st, &b, &base));
+    rc = codec_decode(c->codec, src, c->stored_len, dst, c->raw_len, base, b.hash);
     free(base);
     return rc;
 }
@@ -218,11 +225,11 @@ int store_verify_block(struct store *st, const struct fsm_chunk *c, void *dst)
     return load_block(st, c, dst);
 }
 
-int store_read_block(struct store *st, const struct fsm_chunk *c, size_t off,
-                     size_t len, void *dst)
+/* Decode c's block into the cache, first copying [off, off + len) of it to
+** dst unless dst is NULL. */
+static int fill_cache(struct store *st, const struct fsm_chunk *c, uint64_t key,
+                      size_t off, size_t len, void *dst)
 {
-    uint64_t key = bcache_key(c->pack, c->off);
-    if (bcache_get(st->cache, key, off, len, dst)) return 0;
     uint8_t *buf = malloc(c->raw_len ? c->raw_len : 1);
     if (!buf) return -ENOMEM;
     int rc = load_block(st, c, buf);
@@ -230,23 +237,25 @@ int store_read_block(struct store *st, const struct fsm_chunk *c, size_t off,
         free(buf);
         return rc;
     }
-    memcpy(dst, buf + off, len);
+    if (dst) memcpy(dst, buf + off, len);
     bcache_put(st->cache, key, buf, c->raw_len);
     return 0;
+}
+
+int store_read_block(struct store *st, const struct fsm_chunk *c, size_t off,
+                     size_t len, void *dst)
+{
+    uint64_t key = bcache_key(c->pack, c->off);
+    if (bcache_get(st->cache, key, off, len, dst)) return 0;
+    return fill_cache(st, c, key, off, len, dst);
 }
 
 void store_prefetch_block(struct store *st, const struct fsm_chunk *c)
 {
     uint8_t probe;
     uint64_t key = bcache_key(c->pack, c->off);
-    if (c->raw_len == 0 || bcache_get(st->cache, key, 0, 1, &probe)) return;
-    uint8_t *buf = malloc(c->raw_len);
-    if (!buf) return;
-    if (load_block(st, c, buf) < 0) { /* the reader will meet and report it */
-        free(buf);
-        return;
-    }
-    bcache_put(st->cache, key, buf, c->raw_len);
+    if (c->raw_len && !bcache_get(st->cache, key, 0, 1, &probe))
+        fill_cache(st, c, key, 0, 0, NULL); /* a reader meets and reports errors */
 }
 
 int store_sync_extents(struct store *st, const struct fsm_extent *ext, size_t n)

@@ -59,9 +59,10 @@ int store_start(struct store *st);
 /* What a writer knows of a block: a tensor's element type and the same
 ** block of the tensor's previous version (a committed chunk). */
 struct store_hint {
-    unsigned width;             /* bytes per element; 0: not a tensor */
+    unsigned width;        /* bytes per element; 0: not a tensor */
     int is_float;
-    const struct fsm_chunk *base; /* NULL: none */
+    int has_base;          /* base below is set */
+    struct fsm_chunk base;
 };
 
 /* Chains of deltas are bounded so a read never decodes more than

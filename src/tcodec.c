@@ -407,7 +407,8 @@ static void expand(uint8_t *s, size_t cnt, unsigned w, const uint8_t *mask, size
     }
 }
 
-/* Encode in one given mode; scratch s holds at least 2n + n/8 + 64 bytes. */
+/* Encode in one given mode; scratch s holds n + n/8 + 16 bytes (planes, then
+** the change mask). */
 static int encode_mode(const uint8_t *raw, size_t n, unsigned w, int is_float, int mode,
                        int xor, const uint8_t *base, uint64_t base_hash, uint8_t *s,
                        uint8_t *dst, size_t cap, size_t *out_len)

@@ -19,7 +19,7 @@ START_TEST(test_family)
         {"/model-00001-of-00002.safetensors", "/model-00001-of-00002.safetensors"},
         {"/", "/"},
     };
-    struct cutter *c = cutter_new();
+    struct cutter *c = cutter_new(BS);
     ck_assert_ptr_nonnull(c);
     ck_assert_ptr_null(cutter_family(c));
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -49,24 +49,23 @@ static uint8_t *make_st(size_t na, size_t nb, size_t *len)
 
 /* Cut a whole file fed in pieces of `piece` bytes; returns the block starts. */
 static size_t cut_all(struct cutter *c, const uint8_t *f, size_t len, size_t piece,
-                      uint64_t *starts, struct store_hint *hints, struct fsm_chunk *bases)
+                      uint64_t *starts, struct store_hint *hints)
 {
     size_t n = 0;
     uint64_t start = 0, fed = 0;
     while (start < len) {
-        uint64_t end = cutter_block_end(c, start, BS);
+        uint64_t end = cutter_block_end(c, start);
         while (fed < end && fed < len) {
             size_t k = CK_MIN(piece, len - fed);
             cutter_feed(c, f + fed, k);
             fed += k;
-            end = cutter_block_end(c, start, BS); /* announcements may shorten it */
+            end = cutter_block_end(c, start); /* announcements may shorten it */
         }
         end = CK_MIN(end, (uint64_t)len);
         ck_assert_uint_gt(end, start);
         ck_assert_uint_le(end - start, BS);
         starts[n] = start;
-        cutter_hint(c, start, end - start, &hints[n], &bases[n]);
-        if (hints[n].base) hints[n].base = &bases[n];
+        cutter_hint(c, start, end - start, &hints[n]);
         n++;
         start = end;
     }
@@ -81,11 +80,10 @@ START_TEST(test_cuts_and_bases)
     size_t data = len - na - nb;
     uint64_t starts[64];
     struct store_hint h[64];
-    struct fsm_chunk b[64];
     size_t pieces[] = {1, 7, 1000, 1 << 20};
     for (size_t p = 0; p < 4; p++) {
-        struct cutter *c = cutter_new();
-        size_t n = cut_all(c, f, len, pieces[p], starts, h, b);
+        struct cutter *c = cutter_new(BS);
+        size_t n = cut_all(c, f, len, pieces[p], starts, h);
         /* header block, a in 4 blocks (3 full + 100), b in 2 */
         ck_assert_uint_eq(n, 7);
         ck_assert_uint_eq(starts[1], data);
@@ -96,7 +94,7 @@ START_TEST(test_cuts_and_bases)
         ck_assert_uint_eq(h[1].width, 4);
         ck_assert(h[1].is_float);
         ck_assert_uint_eq(h[5].width, 2);
-        ck_assert_ptr_null(h[1].base); /* no base version */
+        ck_assert(!h[1].has_base); /* no base version */
         size_t nt;
         const struct fsm_tensor *t = cutter_tensors(c, &nt);
         ck_assert_uint_eq(nt, 2);
@@ -117,17 +115,21 @@ START_TEST(test_cuts_and_bases)
     bt[0] = (struct fsm_tensor){.off = 64, .len = nb, .dtype = 7, .width = 2, .name = "b"};
     bt[1] = (struct fsm_tensor){.off = 64 + 2 * BS, .len = na, .dtype = 10, .width = 4,
                                 .name = "a"};
-    struct cutter *c = cutter_new();
+    struct cutter *c = cutter_new(BS);
+    ck_assert(!cutter_has_base(c));
     cutter_set_base(c, extmap_new(ext, 4), bt, 2);
-    size_t n = cut_all(c, f, len, 333, starts, h, b);
+    ck_assert(cutter_has_base(c));
+    size_t n = cut_all(c, f, len, 333, starts, h);
     ck_assert_uint_eq(n, 7);
-    ck_assert_ptr_nonnull(h[1].base);
-    ck_assert_uint_eq(h[1].base->id, 13);   /* a, block 0 */
-    ck_assert_ptr_null(h[2].base);          /* a, block 1: no extent there */
-    ck_assert_ptr_nonnull(h[4].base);
-    ck_assert_uint_eq(h[4].base->id, 14);   /* a, the 100-byte tail */
-    ck_assert_uint_eq(h[5].base->id, 11);   /* b, block 0 */
-    ck_assert_uint_eq(h[6].base->id, 12);
+    ck_assert(h[1].has_base);
+    ck_assert_uint_eq(h[1].base.id, 13);    /* a, block 0 */
+    ck_assert(!h[2].has_base);              /* a, block 1: no extent there */
+    ck_assert(h[4].has_base);
+    ck_assert_uint_eq(h[4].base.id, 14);    /* a, the 100-byte tail */
+    ck_assert(h[5].has_base);
+    ck_assert_uint_eq(h[5].base.id, 11);    /* b, block 0 */
+    ck_assert(h[6].has_base);
+    ck_assert_uint_eq(h[6].base.id, 12);
     cutter_free(c);
 
     /* Same names, other dtype or length: no base. */
@@ -135,10 +137,10 @@ START_TEST(test_cuts_and_bases)
     bt[0] = (struct fsm_tensor){.off = 64, .len = nb, .dtype = 10, .width = 4, .name = "b"};
     bt[1] = (struct fsm_tensor){.off = 64 + 2 * BS, .len = na + 4, .dtype = 10, .width = 4,
                                 .name = "a"};
-    c = cutter_new();
+    c = cutter_new(BS);
     cutter_set_base(c, extmap_new(ext, 4), bt, 2);
-    n = cut_all(c, f, len, 4096, starts, h, b);
-    for (size_t i = 0; i < n; i++) ck_assert_ptr_null(h[i].base);
+    n = cut_all(c, f, len, 4096, starts, h);
+    for (size_t i = 0; i < n; i++) ck_assert(!h[i].has_base);
     cutter_free(c);
     free(f);
 }
@@ -152,9 +154,8 @@ START_TEST(test_opaque)
     ut_fill_random(f, len, 3);
     uint64_t starts[64];
     struct store_hint h[64];
-    struct fsm_chunk b[64];
-    struct cutter *c = cutter_new();
-    size_t n = cut_all(c, f, len, 777, starts, h, b);
+    struct cutter *c = cutter_new(BS);
+    size_t n = cut_all(c, f, len, 777, starts, h);
     ck_assert_uint_eq(n, 6);
     for (size_t i = 0; i < n; i++) {
         ck_assert_uint_eq(starts[i], i * BS);
