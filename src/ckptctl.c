@@ -51,20 +51,6 @@ static double ratio(uint64_t logical, uint64_t stored)
 }
 
 /* Path of ino from the root, built from parent links (for reports). */
-static void path_of(fsmeta *m, uint64_t ino, char *out, size_t cap)
-{
-    char tmp[PATH_MAX] = "";
-    for (int depth = 0; ino != FSMETA_ROOT_INO && depth < 256; depth++) {
-        char name[256], joined[PATH_MAX];
-        uint64_t parent;
-        if (fsmeta_name_of(m, ino, &parent, name, sizeof name) < 0) break;
-        snprintf(joined, sizeof joined, "/%s%s", name, tmp);
-        memcpy(tmp, joined, sizeof tmp);
-        ino = parent;
-    }
-    snprintf(out, cap, "%s", tmp[0] ? tmp : "/");
-}
-
 /* Print s as a JSON string: quotes, backslashes and control bytes escaped. */
 static void json_str(const char *s)
 {
@@ -86,7 +72,7 @@ static int print_file(void *vctx, uint64_t ino, uint64_t size, uint64_t stored)
 {
     struct file_ctx *c = vctx;
     char path[PATH_MAX];
-    path_of(c->m, ino, path, sizeof path);
+    if (fsmeta_path(c->m, ino, path, sizeof path) < 0) snprintf(path, sizeof path, "?");
     if (c->json) {
         printf("%s\n    {\"ino\": %llu, \"path\": ", c->n++ ? "," : "",
                (unsigned long long)ino);

@@ -18,6 +18,8 @@ struct cutter {
     struct extmap *bmap;       /* base version */
     struct fsm_tensor *bt;     /* its tensors, sorted by name */
     size_t nbt;
+    uint64_t bt_for;           /* offset of the tensor bt_cur was looked up for */
+    const struct fsm_tensor *bt_cur; /* its base tensor, NULL if none */
     struct fsm_tensor *used;   /* tensors cut so far */
     size_t nused, ucap;
     char *family;
@@ -30,7 +32,7 @@ struct cutter *cutter_new(size_t bs)
         free(c);
         return NULL;
     }
-    if (c) c->bs = bs;
+    if (c) c->bs = bs, c->bt_for = UINT64_MAX;
     return c;
 }
 
@@ -84,6 +86,7 @@ void cutter_set_base(struct cutter *c, struct extmap *map, struct fsm_tensor *t,
     c->bmap = map;
     c->bt = t;
     c->nbt = n;
+    c->bt_for = UINT64_MAX;
     c->based = 1;
 }
 
@@ -164,15 +167,27 @@ static void note_used(struct cutter *c, const struct fmt_tensor *t)
     u->name[sizeof u->name - 1] = 0;
 }
 
-/* The chunk of the base version holding bytes rel.. of tensor t, len long. */
-static int find_base(const struct cutter *c, const struct fmt_tensor *t, uint64_t rel,
-                     size_t len, struct fsm_chunk *out)
+/* The base version's tensor of the same name, dtype and length as t; looked
+** up once per tensor, not per block. */
+static const struct fsm_tensor *base_tensor(struct cutter *c, const struct fmt_tensor *t)
 {
-    if (!c->bmap || !c->nbt) return 0;
+    if (c->bt_for == t->off) return c->bt_cur;
+    c->bt_for = t->off;
+    c->bt_cur = NULL;
+    if (!c->bmap || !c->nbt) return NULL;
     struct fsm_tensor key;
     snprintf(key.name, sizeof key.name, "%s", t->name);
     const struct fsm_tensor *b = bsearch(&key, c->bt, c->nbt, sizeof key, by_name);
-    if (!b || b->dtype != t->dtype || b->len != t->len) return 0;
+    if (b && b->dtype == t->dtype && b->len == t->len) c->bt_cur = b;
+    return c->bt_cur;
+}
+
+/* The chunk of the base version holding bytes rel.. of tensor t, len long. */
+static int find_base(struct cutter *c, const struct fmt_tensor *t, uint64_t rel, size_t len,
+                     struct fsm_chunk *out)
+{
+    const struct fsm_tensor *b = base_tensor(c, t);
+    if (!b) return 0;
     uint64_t off = b->off + rel;
     const struct fsm_extent *e = c->bmap->e;
     size_t lo = 0, hi = c->bmap->n;
