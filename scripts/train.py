@@ -601,6 +601,9 @@ def parse_args(argv=None):
                         "scheduler and RNG (fine-tuning)")
     g.add_argument("--eval-from", metavar="DIR",
                    help="load checkpoint DIR, print its validation loss as JSON, exit")
+    g.add_argument("--expect-logged", action="store_true",
+                   help="with --eval-from: exit 1 unless the loss equals, bit for bit, "
+                        "the last eval_loss logged in the checkpoint's trainer_state.json")
     g = p.add_argument_group("model and optimisation")
     g.add_argument("--tiny", action="store_true",
                    help="preset for tests: " + ", ".join(f"{k}={v}" for k, v in TINY.items()))
@@ -680,14 +683,20 @@ def main(argv=None):
         tensors, _ = load_safetensors(os.path.join(args.eval_from, "model.safetensors"))
         tr.set_weights(tensors)
         vl = evaluate(tr.model, val, cfg["batch_size"], cfg["block_size"], max(1, cfg["eval_iters"]))
-        step = None
+        state = {}
         sp = os.path.join(args.eval_from, "trainer_state.json")
         if os.path.isfile(sp):
-            step = read_json(sp).get("global_step")
-        print(json.dumps({"checkpoint": args.eval_from, "global_step": step, "val_loss": vl,
-                          "val_loss_hex": vl.hex(), "eval_iters": max(1, cfg["eval_iters"]),
+            state = read_json(sp)
+        print(json.dumps({"checkpoint": args.eval_from, "global_step": state.get("global_step"),
+                          "val_loss": vl, "val_loss_hex": vl.hex(),
+                          "eval_iters": max(1, cfg["eval_iters"]),
                           "batch_size": cfg["batch_size"], "dtype": cfg["dtype"],
                           "params": tr.n_params}))
+        if args.expect_logged:
+            logged = [e["eval_loss"] for e in state.get("log_history", []) if "eval_loss" in e]
+            if not logged or logged[-1] != vl:
+                log(f"eval-from: {vl!r} != logged {logged[-1] if logged else None!r}")
+                return 1
         return 0
 
     if not args.out:

@@ -21,7 +21,8 @@
 #
 # Helpers: fail MSG, check DESC CMD..., check_fails DESC ERRTEXT CMD...,
 # same_file A B, mount_fs [OPTS], umount_fs, remount_fs [OPTS], is_mounted DIR,
-# daemon_pid, wait_daemon_gone, on_exit CMD, stats_field NAME, rand_file F BYTES.
+# daemon_pid, wait_daemon_gone, on_exit CMD, stats_field NAME, file_stored PATH,
+# drop_caches, need_torch, rand_file F BYTES.
 #
 # Exit status convention: 0 pass, 1 fail, 77 skip (only when /dev/fuse is absent).
 
@@ -199,6 +200,31 @@ stats_field()
 {
     "$CKPTCTL" stats --json "$STORE" |
         python3 -c 'import json, sys; print(json.load(sys.stdin)[sys.argv[1]])' "$1"
+}
+
+# file_stored PATH: stored bytes of the file at PATH (as in the mount) from
+# `ckptctl stats --json --files $STORE`; fails if the file is not listed.
+file_stored()
+{
+    "$CKPTCTL" stats --json --files "$STORE" | python3 -c '
+import json, sys
+for f in json.load(sys.stdin)["per_file"]:
+    if f["path"] == sys.argv[1]:
+        print(f["stored"]); sys.exit(0)
+sys.exit("no such file in the stats: " + sys.argv[1])' "$1"
+}
+
+# drop_caches: write back, then drop the kernel page cache (cold reads).
+drop_caches()
+{
+    sync
+    echo 3 >/proc/sys/vm/drop_caches
+}
+
+# need_torch: fail unless Debian's python3 with torch is there.
+need_torch()
+{
+    /usr/bin/python3 -c 'import torch' 2>/dev/null || fail "needs Debian's python3-torch"
 }
 
 # rand_file FILE BYTES: BYTES of random data from /dev/urandom.

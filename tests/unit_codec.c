@@ -52,8 +52,11 @@ static uint8_t roundtrip(const uint8_t *raw, size_t n, size_t *stored_out)
     uint8_t *st = ut_xmalloc(cap);
     uint8_t codec = 0xEE;
     size_t stored = (size_t)-1;
+    dl = -1;
     ck_assert_int_eq(codec_encode(raw, n, st, cap, 1, NULL, &codec, &stored, &dl), 0);
+    ck_assert_int_eq(dl, 0); /* no hint: never a delta */
     ck_assert_msg(codec == CODEC_RAW || codec == CODEC_ZSTD, "codec %u", codec);
+    ck_assert(!codec_needs_base(codec, st, stored));
     ck_assert_msg(stored <= n, "stored %zu > raw %zu", stored, n);
     if (codec == CODEC_RAW) {
         ck_assert_uint_eq(stored, n);
@@ -70,6 +73,50 @@ static uint8_t roundtrip(const uint8_t *raw, size_t n, size_t *stored_out)
     if (stored_out) *stored_out = stored;
     return codec;
 }
+
+/* bf16-like values: random mantissa, exponent from a narrow range. */
+static void fill_bf16(uint8_t *p, size_t n, uint64_t seed)
+{
+    ut_fill_random(p, n, seed);
+    for (size_t i = 1; i < n; i += 2) p[i] = (uint8_t)(0x3C + (p[i] & 1)); /* sign 0 */
+}
+
+/* A hint selects the tensor codec; with a base that differs in a few
+** elements the block becomes a delta that decodes only against that base. */
+START_TEST(test_tensor_hint)
+{
+    size_t n = 1 << 16;
+    uint8_t *raw = ut_xmalloc(n), *base = ut_xmalloc(n), *out = ut_xmalloc(n);
+    uint8_t *st = ut_xmalloc(codec_bound(n));
+    fill_bf16(raw, n, 7);
+    memcpy(base, raw, n);
+    for (size_t i = 0; i < n; i += 512) base[i] ^= 1; /* 1 element in 256 differs */
+    uint8_t codec;
+    size_t stored;
+    struct codec_hint h = {2, 1, NULL, 0};
+    ck_assert_int_eq(codec_encode(raw, n, st, codec_bound(n), 1, &h, &codec, &stored, &dl), 0);
+    ck_assert_uint_eq(codec, CODEC_TENSOR);
+    ck_assert_int_eq(dl, 0);
+    ck_assert_uint_lt(stored, n);
+    size_t standalone = stored;
+    ck_assert(!codec_needs_base(codec, st, stored));
+    ck_assert_int_eq(codec_decode(codec, st, stored, out, n, NULL, 0), 0);
+    ck_assert(memcmp(out, raw, n) == 0);
+
+    h.base = base;
+    h.base_hash = 0x1234;
+    ck_assert_int_eq(codec_encode(raw, n, st, codec_bound(n), 1, &h, &codec, &stored, &dl), 0);
+    ck_assert_uint_eq(codec, CODEC_TENSOR);
+    ck_assert_int_eq(dl, 1);
+    ck_assert_uint_lt(stored, standalone / 4);
+    ck_assert(codec_needs_base(codec, st, stored));
+    ck_assert_int_eq(codec_decode(codec, st, stored, out, n, NULL, 0), -EIO);
+    ck_assert_int_eq(codec_decode(codec, st, stored, out, n, base, 0x9999), -EIO);
+    ck_assert_int_eq(codec_decode(codec, st, stored, out, n, base, 0x1234), 0);
+    ck_assert(memcmp(out, raw, n) == 0);
+    free(raw), free(base), free(out), free(st);
+}
+END_TEST
 
 static const size_t sizes[] = {0, 1, 2, 3, 5, 7, 13, 63, 64, 65, 127, 255, 1000,
                                1023, 4095, 4097, 12345, 65535, 65537, 99991};
@@ -336,6 +383,7 @@ int main(void)
     tcase_add_test(tc, test_unknown_codec);
     tcase_add_test(tc, test_small_cap);
     tcase_add_test(tc, test_levels);
+    tcase_add_test(tc, test_tensor_hint);
     suite_add_tcase(s, tc);
     return ut_run(s);
 }

@@ -33,18 +33,9 @@ END_TEST
 /* A safetensors file: "a" F32 of na bytes, then "b" BF16 of nb bytes. */
 static uint8_t *make_st(size_t na, size_t nb, size_t *len)
 {
-    char hdr[512];
-    int h = snprintf(hdr, sizeof hdr,
-                     "{\"a\":{\"dtype\":\"F32\",\"shape\":[%zu],\"data_offsets\":[0,%zu]},"
-                     "\"b\":{\"dtype\":\"BF16\",\"shape\":[%zu],\"data_offsets\":[%zu,%zu]}}",
-                     na / 4, na, nb / 2, na, na + nb);
-    while (h % 8) hdr[h++] = ' ';
-    *len = 8 + (size_t)h + na + nb;
-    uint8_t *f = ut_xmalloc(*len);
-    for (int i = 0; i < 8; i++) f[i] = (uint8_t)((uint64_t)h >> (8 * i));
-    memcpy(f + 8, hdr, (size_t)h);
-    for (size_t i = 8 + (size_t)h; i < *len; i++) f[i] = (uint8_t)(i * 7);
-    return f;
+    struct ut_tensor t[2] = {{"a", "F32", 4, na}, {"b", "BF16", 2, nb}};
+    size_t data;
+    return ut_safetensors(t, 2, len, &data);
 }
 
 /* Cut a whole file fed in pieces of `piece` bytes; returns the block starts. */
@@ -146,6 +137,33 @@ START_TEST(test_cuts_and_bases)
 }
 END_TEST
 
+/* cutter_hint finds the tensor of a block by itself, in file order, with no
+** cutter_block_end call before it. */
+START_TEST(test_hint_alone)
+{
+    size_t na = 2 * BS, nb = BS, len, data;
+    struct ut_tensor t[2] = {{"a", "F32", 4, na}, {"b", "BF16", 2, nb}};
+    uint8_t *f = ut_safetensors(t, 2, &len, &data);
+    struct cutter *c = cutter_new(BS);
+    cutter_feed(c, f, len);
+    struct store_hint h;
+    cutter_hint(c, 0, data, &h);              /* the header */
+    ck_assert_uint_eq(h.width, 0);
+    cutter_hint(c, data + BS, BS, &h);         /* a's second block */
+    ck_assert_uint_eq(h.width, 4);
+    ck_assert(h.is_float);
+    cutter_hint(c, data + na, nb, &h);         /* b, a skipped over */
+    ck_assert_uint_eq(h.width, 2);
+    cutter_hint(c, data + na + 2, nb - 2, &h); /* not a block of b's cut */
+    ck_assert_uint_eq(h.width, 0);
+    size_t nt;
+    ck_assert_ptr_nonnull(cutter_tensors(c, &nt));
+    ck_assert_uint_eq(nt, 2);
+    cutter_free(c);
+    free(f);
+}
+END_TEST
+
 /* Bytes that are no checkpoint: plain blocks of BS from offset 0. */
 START_TEST(test_opaque)
 {
@@ -174,6 +192,7 @@ int main(void)
     tcase_add_test(tc, test_family);
     tcase_add_test(tc, test_cuts_and_bases);
     tcase_add_test(tc, test_opaque);
+    tcase_add_test(tc, test_hint_alone);
     suite_add_tcase(s, tc);
     return ut_run(s);
 }

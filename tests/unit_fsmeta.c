@@ -137,6 +137,11 @@ START_TEST(test_mkinode_link_lookup)
     b.size = 7;
     b.nlink = 2;
     b.mtime = 999;
+    b.uid = 4321;
+    b.gid = 8765;
+    b.atime = 555;
+    b.ctime = 777;
+    b.rdev = 0x0801;
     ck_assert_int_eq(fsmeta_setattr(m, &b), 0);
     struct fsm_attr c;
     ck_assert_int_eq(fsmeta_getattr(m, ino, &c), 0);
@@ -144,6 +149,11 @@ START_TEST(test_mkinode_link_lookup)
     ck_assert_uint_eq(c.size, 7);
     ck_assert_uint_eq(c.nlink, 2);
     ck_assert_int_eq(c.mtime, 999);
+    ck_assert_uint_eq(c.uid, 4321);
+    ck_assert_uint_eq(c.gid, 8765);
+    ck_assert_int_eq(c.atime, 555);
+    ck_assert_int_eq(c.ctime, 777);
+    ck_assert_uint_eq(c.rdev, 0x0801);
     b.ino = 99999;
     ck_assert_int_eq(fsmeta_setattr(m, &b), -ENOENT);
 
@@ -618,12 +628,27 @@ START_TEST(test_tensors_family)
     uint64_t got;
     ck_assert_int_eq(fsmeta_family_latest(m, "/checkpoint-#/model.safetensors", 0, &got),
                      -ENOENT);
-    ck_assert_int_eq(fsmeta_set_tensors(m, f1, "/checkpoint-#/model.safetensors", t, 2), 0);
-    ck_assert_int_eq(fsmeta_family_latest(m, "/checkpoint-#/model.safetensors", f2, &got), 0);
+    const char *fam = "/checkpoint-#/model.safetensors";
+    ck_assert_int_eq(fsmeta_set_tensors(m, f1, fam, t, 2), 0);
+    ck_assert_int_eq(fsmeta_family_latest(m, fam, f2, &got), 0);
     ck_assert_uint_eq(got, f1);
     /* Itself excluded; a member without tensors is no base. */
-    ck_assert_int_eq(fsmeta_family_latest(m, "/checkpoint-#/model.safetensors", f1, &got),
-                     -ENOENT);
+    ck_assert_int_eq(fsmeta_set_tensors(m, f2, fam, NULL, 0), 0);
+    ck_assert_int_eq(fsmeta_family_latest(m, fam, f1, &got), -ENOENT);
+    /* The most recently modified member wins; an unlinked one never does. */
+    uint64_t f3 = mkfile(m);
+    ck_assert_int_eq(fsmeta_set_tensors(m, f3, fam, t, 1), 0);
+    struct fsm_attr a3;
+    ck_assert_int_eq(fsmeta_getattr(m, f3, &a3), 0);
+    a3.mtime = 1000; /* mkfile's mtime is 2 */
+    ck_assert_int_eq(fsmeta_setattr(m, &a3), 0);
+    ck_assert_int_eq(fsmeta_family_latest(m, fam, f2, &got), 0);
+    ck_assert_uint_eq(got, f3);
+    a3.nlink = 0;
+    ck_assert_int_eq(fsmeta_setattr(m, &a3), 0);
+    ck_assert_int_eq(fsmeta_family_latest(m, fam, f2, &got), 0);
+    ck_assert_uint_eq(got, f1);
+    ck_assert_int_eq(fsmeta_family_latest(m, "/other/#", 0, &got), -ENOENT);
     struct fsm_tensor *v;
     size_t n;
     ck_assert_int_eq(fsmeta_tensors(m, f1, &v, &n), 0);

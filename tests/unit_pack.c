@@ -484,7 +484,8 @@ START_TEST(test_scan_torn_last_byte)
 }
 END_TEST
 
-/* Garbage in the middle (a zeroed header) also stops the scan there. */
+/* Garbage in the middle (a flipped byte in a record header) also stops the
+** scan there. */
 START_TEST(test_scan_garbled)
 {
     char dir[128], pdir[160], f[200];

@@ -104,6 +104,36 @@ static inline long long ut_file_size(const char *path)
     return stat(path, &sb) < 0 ? -1 : (long long)sb.st_size;
 }
 
+/* A safetensors file per the spec: tensors t[0..n) laid out in order from
+** offset 0 of the data buffer, header padded with spaces to 8 bytes, data
+** bytes set to (offset * 7). *data_off gets where the data buffer starts. */
+struct ut_tensor {
+    const char *name, *dtype;
+    size_t width, bytes;
+};
+
+static inline uint8_t *ut_safetensors(const struct ut_tensor *t, size_t n, size_t *len,
+                                      size_t *data_off)
+{
+    char hdr[4096];
+    int h = 0;
+    size_t at = 0;
+    for (size_t i = 0; i < n; i++, at += t[i - 1].bytes)
+        h += snprintf(hdr + h, sizeof hdr - (size_t)h,
+                      "%s\"%s\":{\"dtype\":\"%s\",\"shape\":[%zu],\"data_offsets\":[%zu,%zu]}",
+                      i ? "," : "{", t[i].name, t[i].dtype, t[i].bytes / t[i].width, at,
+                      at + t[i].bytes);
+    hdr[h++] = '}';
+    while (h % 8) hdr[h++] = ' ';
+    *data_off = 8 + (size_t)h;
+    *len = *data_off + at;
+    uint8_t *f = ut_xmalloc(*len);
+    for (int i = 0; i < 8; i++) f[i] = (uint8_t)((uint64_t)h >> (8 * i));
+    memcpy(f + 8, hdr, (size_t)h);
+    for (size_t i = *data_off; i < *len; i++) f[i] = (uint8_t)(i * 7);
+    return f;
+}
+
 /* Run a suite, remove the root, and turn the result into an exit status. */
 static inline int ut_run(Suite *s)
 {

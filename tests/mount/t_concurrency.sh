@@ -45,7 +45,7 @@ done
 
 log "2 concurrent readers of one file"
 sync
-echo 3 >/proc/sys/vm/drop_caches
+drop_caches
 want=$(sha256sum <"$REF/w1")
 pids=()
 dd if="$MNT/w1" bs=1M status=none | sha256sum >"$T/r1" &
@@ -58,7 +58,7 @@ wait_all "concurrent readers" "${pids[@]}"
 
 # Readers at different offsets of the same file at the same time (python
 # preads, random order), the page cache dropped first.
-echo 3 >/proc/sys/vm/drop_caches
+drop_caches
 pids=()
 for seed in 1 2; do
     python3 - "$MNT/w2" "$REF/w2" "$seed" <<'EOF' &

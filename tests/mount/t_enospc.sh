@@ -10,6 +10,27 @@ set -euo pipefail
 . "$TESTLIB"
 
 MIB=$((1 << 20))
+
+# full_store_recovers FILE...: the mounted full store unmounts, ckptctl stats
+# reads it, it remounts with $REF/small intact; after FILEs are deleted a new
+# file ($REF/after) is written with fsync and survives another remount.
+full_store_recovers()
+{
+    umount_fs
+    check "ckptctl stats of the full store" "$CKPTCTL" stats "$STORE" >/dev/null
+    mount_fs reserve_mib=8
+    same_file "$REF/small" "$MNT/small"
+    check "ckptctl stats after remount" "$CKPTCTL" stats "$STORE" >/dev/null
+    check "rm of the big files" rm -f "$@"
+    check "write a new small file after deleting the big one" \
+        dd if="$REF/after" of="$MNT/after" bs=64K conv=fsync status=none
+    same_file "$REF/after" "$MNT/after"
+    umount_fs
+    mount_fs reserve_mib=8
+    same_file "$REF/small" "$MNT/small"
+    same_file "$REF/after" "$MNT/after"
+    umount_fs
+}
 # new_disk DIR: a 64 MiB tmpfs on DIR, unmounted at exit; the store goes there.
 new_disk()
 {
@@ -50,34 +71,21 @@ same_file "$REF/small" "$MNT/small"
 check "ls of the full store" ls -l "$MNT" >/dev/null
 check "ckptctl stats beside the full mount" "$CKPTCTL" stats "$STORE" >/dev/null
 
-log "remount of the full store"
-umount_fs
-check "ckptctl stats of the full store" "$CKPTCTL" stats "$STORE" >/dev/null
-mount_fs reserve_mib=8
-same_file "$REF/small" "$MNT/small"
-check "ckptctl stats after remount" "$CKPTCTL" stats "$STORE" >/dev/null
-
-log "delete the big files, write again"
-check "rm of the big file" rm -f "$MNT/big" "$MNT/more"
+log "remount of the full store; delete the big files, write again"
 rand_file "$REF/after" 200000
-check "write a new small file after deleting the big one" \
-    dd if="$REF/after" of="$MNT/after" bs=64K conv=fsync status=none
-same_file "$REF/after" "$MNT/after"
-umount_fs
-mount_fs reserve_mib=8
-same_file "$REF/small" "$MNT/small"
-same_file "$REF/after" "$MNT/after"
-umount_fs
+full_store_recovers "$MNT/big" "$MNT/more"
 
 log "random-offset writer on a fresh 64 MiB store"
 new_disk "$T/disk2"
 mount_fs reserve_mib=8
 check "write+fsync of a small file" dd if="$REF/small" of="$MNT/small" bs=64K conv=fsync status=none
 rc=0
-timeout 120 python3 - "$MNT/rnd" >"$T/py.out" 2>&1 <<'EOF' || rc=$?
+timeout 120 python3 - "$MNT/rnd" "$STORE/staging" >"$T/py.out" 2>&1 <<'EOF' || rc=$?
 import errno, os, sys
 fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)
 os.pwrite(fd, b"x", 1 << 20)  # not an append from empty: the body is staged
+if not os.listdir(sys.argv[2]):
+    sys.exit("a write at 1 MiB into an empty file left STORE/staging empty")
 chunk = os.urandom(1 << 20)
 off = 0
 try:
@@ -103,17 +111,5 @@ log "random-offset writer: $(tr '\n' ' ' <"$T/py.out"); $(avail_mib) MiB free on
 same_file "$REF/small" "$MNT/small"
 check "ckptctl stats beside the full mount" "$CKPTCTL" stats "$STORE" >/dev/null
 
-log "remount after the random-offset writer hit ENOSPC"
-umount_fs
-check "ckptctl stats of the full store" "$CKPTCTL" stats "$STORE" >/dev/null
-mount_fs reserve_mib=8
-same_file "$REF/small" "$MNT/small"
-check "rm of the staged file" rm -f "$MNT/rnd"
-check "write a new small file after deleting the big one" \
-    dd if="$REF/after" of="$MNT/after" bs=64K conv=fsync status=none
-same_file "$REF/after" "$MNT/after"
-umount_fs
-mount_fs reserve_mib=8
-same_file "$REF/small" "$MNT/small"
-same_file "$REF/after" "$MNT/after"
-umount_fs
+log "remount after the random-offset writer hit ENOSPC; delete, write again"
+full_store_recovers "$MNT/rnd"

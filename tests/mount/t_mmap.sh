@@ -15,7 +15,7 @@ mount_fs
 cp "$REF/m" "$MNT/m"
 cp "$REF/odd" "$MNT/odd"
 sync
-echo 3 >/proc/sys/vm/drop_caches
+drop_caches
 
 log "read-only mappings"
 python3 - "$MNT/m" "$REF/m" "$MNT/odd" "$REF/odd" <<'EOF' || fail "read-only mmap differs from the file"
@@ -61,7 +61,7 @@ EOF
 check "edit a native file through mmap" python3 "$T/edit.py" "$REF/m" 1
 check "edit a file on the mount through mmap" python3 "$T/edit.py" "$MNT/m" 1
 same_file "$REF/m" "$MNT/m"
-echo 3 >/proc/sys/vm/drop_caches
+drop_caches
 same_file "$REF/m" "$MNT/m"
 
 # Mapping and plain writes mixed on one open file: write(2), then map and

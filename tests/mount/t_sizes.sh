@@ -58,7 +58,7 @@ verify_all()
 verify_all "same mount"
 # Drop the kernel page cache so reads go to the daemon.
 sync
-echo 3 >/proc/sys/vm/drop_caches
+drop_caches
 verify_all "after drop_caches"
 
 [ "$(ls "$MNT" | wc -l)" -eq "$NFILES" ] || fail "ls shows $(ls "$MNT" | wc -l) entries, want $NFILES"
@@ -103,10 +103,15 @@ EOF
 # Another block size for new content; old content keeps its blocks.
 mount_fs block_kib=4
 verify_all "after remount with block_kib=4"
+chunks0=$(stats_field chunks)
 for s in 4097 $((MIB + 1)); do
     check "rewrite r$s with 4 KiB blocks" cp "$REF/r$s" "$MNT/r$s.b4"
     same_file "$REF/r$s" "$MNT/r$s.b4"
 done
+# 4097 bytes make 2 blocks of at most 4 KiB, 1 MiB + 1 makes 257.
+chunks1=$(stats_field chunks)
+[ $((chunks1 - chunks0)) -eq $((2 + 257)) ] ||
+    fail "block_kib=4 made $((chunks1 - chunks0)) blocks for the two copies, want 259"
 umount_fs
 mount_fs
 verify_all "after second remount"
