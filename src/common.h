@@ -48,6 +48,12 @@ static inline void ck_put64(uint8_t *p, uint64_t v)
 {
     for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
 }
+static inline uint16_t ck_get16(const uint8_t *p)
+{
+    uint16_t v = 0;
+    for (int i = 1; i >= 0; i--) v = (uint16_t)((v << 8) | p[i]);
+    return v;
+}
 static inline uint32_t ck_get32(const uint8_t *p)
 {
     uint32_t v = 0;

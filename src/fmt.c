@@ -41,17 +41,15 @@ enum { Z_SCAN, Z_HDR, Z_NAME, Z_EXTRA, Z_PICKLE, Z_SKIP };
 struct zip {
     int state;
     uint32_t have;            /* bytes of the current field (or signature) seen */
-    uint8_t hdr[30];
-    uint16_t flags, method, name_len, extra_len;
-    uint32_t csize, usize;
+    uint8_t hdr[30];          /* the local header; the signature, bytes 0-3, is not kept */
+    uint16_t name_len, extra_len;
     char name[ZIP_NAME_MAX];
     uint8_t extra[ZIP_EXTRA_KEEP];
     uint64_t skip;            /* payload bytes left to skip (Z_SKIP) */
     struct fmt_pk *pk;        /* data.pkl being scanned (Z_PICKLE) */
     char prefix[ZIP_NAME_MAX];
     size_t prefix_len;
-    int have_table;
-    struct fmt_table table;   /* storages of the last complete data.pkl */
+    struct fmt_table table;   /* storages of the last complete data.pkl; empty if none */
 };
 
 struct fmt_parser {
@@ -59,9 +57,8 @@ struct fmt_parser {
     uint64_t pos;             /* bytes fed so far */
     struct fmt_st st;
     struct zip z;
-    struct fmt_tensor *q;     /* ring of announced zip tensors */
+    struct fmt_tensor *q;     /* announced zip tensors: q[qhead..qlen) pending */
     size_t qcap, qhead, qlen;
-    uint64_t zip_announced;   /* zip tensors announced so far */
 };
 
 /* ---- memory accounting ---- */
@@ -167,43 +164,23 @@ int fmt_tensor_set_dtype(struct fmt_tensor *t, uint8_t dtype)
 
 /* ---- queue of announced zip tensors ---- */
 
-static struct fmt_tensor *queue_slot(fmt_parser *p, size_t i)
-{
-    return &p->q[(p->qhead + i) % p->qcap];
-}
-
-/* Grow the ring, copying the pending tensors to the front of the new one. */
-static int queue_grow(fmt_parser *p)
-{
-    size_t cap = p->qcap ? p->qcap * 2 : 16;
-    if (p->qcap >= ZIP_MAX_PENDING) return -E2BIG;
-    cap = CK_MIN(cap, (size_t)ZIP_MAX_PENDING);
-    struct fmt_tensor *q = fmt_mem_alloc(&p->mem, cap * sizeof *q);
-    if (!q) return -ENOMEM;
-    for (size_t i = 0; i < p->qlen; i++) q[i] = *queue_slot(p, i);
-    fmt_mem_free(&p->mem, p->q, p->qcap * sizeof *q);
-    p->q = q;
-    p->qcap = cap;
-    p->qhead = 0;
-    return 0;
-}
-
-/* Room for one more; NULL when the queue is full or memory is short. */
+/* Room for one more; NULL when ZIP_MAX_PENDING are pending or memory is
+** short. fmt_next empties the array when it pops the last one; a full array
+** with popped ones at its front is compacted rather than grown. */
 static struct fmt_tensor *queue_push(fmt_parser *p)
 {
-    if (p->qlen == p->qcap && queue_grow(p) < 0) return NULL;
-    struct fmt_tensor *t = queue_slot(p, p->qlen);
-    p->qlen++;
-    return t;
+    if (p->qlen == p->qcap && p->qhead) {
+        p->qlen -= p->qhead;
+        memmove(p->q, p->q + p->qhead, p->qlen * sizeof *p->q);
+        p->qhead = 0;
+    }
+    if (fmt_mem_reserve(&p->mem, (void **)&p->q, &p->qcap, p->qlen + 1, sizeof *p->q,
+                        ZIP_MAX_PENDING) < 0)
+        return NULL;
+    return &p->q[p->qlen++];
 }
 
 /* ---- zip scan ---- */
-
-static void zip_drop_table(struct fmt_mem *m, struct zip *z)
-{
-    if (z->have_table) fmt_table_free(m, &z->table);
-    z->have_table = 0;
-}
 
 static void zip_drop_pickle(struct zip *z)
 {
@@ -230,8 +207,7 @@ static size_t zip_scan(struct zip *z, const uint8_t *b, size_t len)
             z->have = 1;
         } else if (b[i] == sig[z->have]) {
             i++;
-            if (++z->have == 4) {
-                memcpy(z->hdr, sig, 4);
+            if (++z->have == 4) { /* Z_HDR collects the header from byte 4 */
                 z->state = Z_HDR;
                 return i;
             }
@@ -242,19 +218,10 @@ static size_t zip_scan(struct zip *z, const uint8_t *b, size_t len)
     return len;
 }
 
-static uint16_t get16(const uint8_t *p)
-{
-    return (uint16_t)(p[0] | p[1] << 8);
-}
-
 static void zip_header(struct zip *z)
 {
-    z->flags = get16(z->hdr + 6);
-    z->method = get16(z->hdr + 8);
-    z->csize = ck_get32(z->hdr + 18);
-    z->usize = ck_get32(z->hdr + 22);
-    z->name_len = get16(z->hdr + 26);
-    z->extra_len = get16(z->hdr + 28);
+    z->name_len = ck_get16(z->hdr + 26);
+    z->extra_len = ck_get16(z->hdr + 28);
     z->have = 0;
     /* Not a name torch could write: probably data that looks like a header. */
     if (z->name_len == 0 || z->name_len >= ZIP_NAME_MAX)
@@ -267,10 +234,10 @@ static void zip_header(struct zip *z)
 ** Returns 1 when both are 0 (unknown) or equal len. */
 static int zip_sizes_match(const struct zip *z, uint64_t len)
 {
-    uint64_t us = z->usize, cs = z->csize;
+    uint64_t us = ck_get32(z->hdr + 22), cs = ck_get32(z->hdr + 18);
     size_t kept = CK_MIN(z->extra_len, ZIP_EXTRA_KEEP);
     for (size_t i = 0; i + 4 <= kept;) {
-        uint16_t id = get16(z->extra + i), sz = get16(z->extra + i + 2);
+        uint16_t id = ck_get16(z->extra + i), sz = ck_get16(z->extra + i + 2);
         const uint8_t *body = z->extra + i + 4;
         size_t got = CK_MIN((size_t)sz, kept - i - 4), at = 0;
         if (id == 1) {
@@ -286,6 +253,12 @@ static int zip_sizes_match(const struct zip *z, uint64_t len)
     return (us == 0 || us == len) && (cs == 0 || cs == len);
 }
 
+/* Stored (method 0) and not encrypted (flag bit 0): the payload is the data. */
+static int zip_plain(const struct zip *z)
+{
+    return ck_get16(z->hdr + 8) == 0 && !(ck_get16(z->hdr + 6) & 1);
+}
+
 static int is_pickle_name(const char *name, size_t n)
 {
     return n >= 8 && memcmp(name + n - 8, "data.pkl", 8) == 0 &&
@@ -295,7 +268,7 @@ static int is_pickle_name(const char *name, size_t n)
 /* A data.pkl entry: a new archive, so forget the old storages. */
 static void zip_start_pickle(fmt_parser *p, struct zip *z)
 {
-    zip_drop_table(&p->mem, z);
+    fmt_table_free(&p->mem, &z->table);
     zip_drop_pickle(z);
     z->prefix_len = z->name_len - 8u;
     memcpy(z->prefix, z->name, z->prefix_len);
@@ -309,13 +282,13 @@ static void zip_start_pickle(fmt_parser *p, struct zip *z)
 static const struct fmt_storage *zip_storage(const struct zip *z)
 {
     size_t pl = z->prefix_len, n = z->name_len;
-    if (!z->have_table || n <= pl + 5 || memcmp(z->name, z->prefix, pl) != 0 ||
+    if (n <= pl + 5 || memcmp(z->name, z->prefix, pl) != 0 ||
         memcmp(z->name + pl, "data/", 5) != 0)
         return NULL;
     const struct fmt_storage *s = fmt_table_find(&z->table, z->name + pl + 5, n - pl - 5);
     if (!s || s->dtype == FMT_OPAQUE || s->len == 0) return NULL;
     /* Compressed or encrypted payloads are not tensor bytes. */
-    if (z->method != 0 || (z->flags & 1) || !zip_sizes_match(z, s->len)) return NULL;
+    if (!zip_plain(z) || !zip_sizes_match(z, s->len)) return NULL;
     return s;
 }
 
@@ -329,7 +302,6 @@ static int zip_announce(fmt_parser *p, const struct fmt_storage *s, uint64_t off
     fmt_tensor_set_dtype(t, s->dtype);
     memcpy(t->name, "data/", 5);
     memcpy(t->name + 5, p->z.table.keys + s->key_off, s->key_len);
-    p->zip_announced++;
     return 0;
 }
 
@@ -337,7 +309,7 @@ static int zip_announce(fmt_parser *p, const struct fmt_storage *s, uint64_t off
 static void zip_entry(fmt_parser *p, uint64_t off)
 {
     struct zip *z = &p->z;
-    if (is_pickle_name(z->name, z->name_len) && z->method == 0 && !(z->flags & 1)) {
+    if (is_pickle_name(z->name, z->name_len) && zip_plain(z)) {
         zip_start_pickle(p, z);
         return;
     }
@@ -366,7 +338,7 @@ static size_t zip_pickle(fmt_parser *p, const uint8_t *b, size_t len)
     size_t used = len;
     int rc = fmt_pk_feed(z->pk, b, len, &used);
     if (rc == FMT_PK_MORE) return len;
-    if (rc == FMT_PK_DONE && fmt_pk_table(z->pk, &z->table) == 0) z->have_table = 1;
+    if (rc == FMT_PK_DONE) fmt_pk_table(z->pk, &z->table); /* left empty on failure */
     zip_drop_pickle(z);
     zip_rescan(z);
     return used;
@@ -435,25 +407,25 @@ void fmt_parser_free(fmt_parser *p)
     if (!p) return;
     fmt_st_free(&p->st, &p->mem);
     zip_drop_pickle(&p->z);
-    zip_drop_table(&p->mem, &p->z);
+    fmt_table_free(&p->mem, &p->z.table);
     fmt_mem_free(&p->mem, p->q, p->qcap * sizeof *p->q);
     free(p);
 }
 
 /* The safetensors header is complete. If valid, its data buffer is tensors:
-** the zip scan skips it. (A valid header holds no control characters, so the
-** zip scan cannot have found anything in it; checked anyway.) */
+** the zip scan skips it.
+**
+** The zip scan has been through bytes [0, 8+N) too, and is still in Z_SCAN
+** with no partial signature: the 3 and 4 of "PK\3\4" are control bytes the
+** header cannot hold (not JSON whitespace: fmt_json.c rejects them), so the
+** 4 would be in bytes 3..7 of N; but N <= FMT_MAX_HEADER = 2^24 leaves byte 3
+** at most 1 and bytes 4..7 zero. And a valid header ends with '}' or
+** whitespace, not with a signature's prefix. So no pickle is being scanned
+** and no zip tensor has been announced. */
 static void header_done(fmt_parser *p)
 {
     uint64_t data_len;
-    if (!fmt_st_finish(&p->st, &p->mem, &data_len)) return;
-    if (p->zip_announced) {
-        fmt_st_free(&p->st, &p->mem);
-        return;
-    }
-    zip_drop_pickle(&p->z);
-    zip_rescan(&p->z);
-    if (data_len) {
+    if (fmt_st_finish(&p->st, &p->mem, &data_len) && data_len) {
         p->z.skip = data_len;
         p->z.state = Z_SKIP;
     }
@@ -466,8 +438,10 @@ int fmt_feed(fmt_parser *p, const void *buf, size_t len)
     while (len) {
         size_t n = len;
         uint64_t edge = fmt_st_boundary(&p->st);
-        if (edge > p->pos) n = (size_t)CK_MIN((uint64_t)n, edge - p->pos);
-        if (edge > p->pos) fmt_st_feed(&p->st, &p->mem, p->pos, b, n);
+        if (edge > p->pos) {
+            n = (size_t)CK_MIN((uint64_t)n, edge - p->pos);
+            fmt_st_feed(&p->st, &p->mem, p->pos, b, n);
+        }
         zip_feed(p, b, n);
         p->pos += n;
         b += n;
@@ -481,10 +455,9 @@ int fmt_feed(fmt_parser *p, const void *buf, size_t len)
 int fmt_next(fmt_parser *p, struct fmt_tensor *t)
 {
     if (fmt_st_next(&p->st, &p->mem, t)) return 1;
-    if (p->qlen == 0) return 0;
-    *t = *queue_slot(p, 0);
-    p->qhead = (p->qhead + 1) % p->qcap;
-    p->qlen--;
+    if (p->qhead == p->qlen) return 0;
+    *t = p->q[p->qhead++];
+    if (p->qhead == p->qlen) p->qhead = p->qlen = 0;
     return 1;
 }
 

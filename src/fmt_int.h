@@ -21,6 +21,23 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
+
+/* ---- byte strings (not NUL-terminated) ---- */
+
+/* The n bytes at p spell the C string s. */
+static inline int fmt_bytes_is(const void *p, size_t n, const char *s)
+{
+    return strlen(s) == n && memcmp(p, s, n) == 0;
+}
+
+/* memcmp order, a prefix before the longer string: <0, 0 or >0. */
+static inline int fmt_bytes_cmp(const void *a, size_t al, const void *b, size_t bl)
+{
+    int c = memcmp(a, b, al < bl ? al : bl);
+    if (c) return c;
+    return al < bl ? -1 : al > bl;
+}
 
 /* ---- memory accounting ---- */
 
@@ -54,7 +71,10 @@ int fmt_tensor_set_dtype(struct fmt_tensor *t, uint8_t dtype);
 
 /* ---- safetensors (fmt_json.c) ---- */
 
-#define FMT_ST_MAX_N 100000000ull  /* reference reader's limit on N */
+/* The reference reader's limit on N. Headers over FMT_MAX_HEADER, which is
+** smaller, are not buffered, so this limit never decides anything here. */
+#define FMT_ST_MAX_N 100000000ull
+_Static_assert(FMT_MAX_HEADER <= FMT_ST_MAX_N, "FMT_MAX_HEADER bounds N");
 
 struct fmt_st_ent {
     uint64_t begin, end;  /* relative to the data buffer; absolute after parse */

@@ -33,7 +33,7 @@
 
 /* ---- buffering ---- */
 
-static void st_drop(struct fmt_st *s, struct fmt_mem *m)
+void fmt_st_free(struct fmt_st *s, struct fmt_mem *m)
 {
     fmt_mem_free(m, s->buf, s->cap);
     fmt_mem_free(m, s->ents, s->cap_ents * sizeof *s->ents);
@@ -41,11 +41,6 @@ static void st_drop(struct fmt_st *s, struct fmt_mem *m)
     s->ents = NULL;
     s->len = s->cap = s->nents = s->cap_ents = s->next = 0;
     s->state = FMT_ST_DONE;
-}
-
-void fmt_st_free(struct fmt_st *s, struct fmt_mem *m)
-{
-    st_drop(s, m);
 }
 
 uint64_t fmt_st_boundary(const struct fmt_st *s)
@@ -81,8 +76,9 @@ void fmt_st_feed(struct fmt_st *s, struct fmt_mem *m, uint64_t pos,
         memcpy(s->n8 + pos, b, len);
         if (pos + len < 8) return;
         s->hlen = ck_get64(s->n8);
-        /* A header over FMT_MAX_HEADER is legal but not worth buffering. */
-        if (s->hlen < 2 || s->hlen > FMT_ST_MAX_N || s->hlen > FMT_MAX_HEADER)
+        /* A header over FMT_MAX_HEADER is legal but not worth buffering
+        ** (that bound is below the reader's FMT_ST_MAX_N: see fmt_int.h). */
+        if (s->hlen < 2 || s->hlen > FMT_MAX_HEADER)
             s->state = FMT_ST_DONE;
         else
             s->state = FMT_ST_HEADER;
@@ -91,7 +87,7 @@ void fmt_st_feed(struct fmt_st *s, struct fmt_mem *m, uint64_t pos,
     if (s->state != FMT_ST_HEADER) return;
     if (!plausible(s, b, len) ||
         fmt_mem_reserve(m, (void **)&s->buf, &s->cap, s->len + len, 1, s->hlen) < 0) {
-        st_drop(s, m);
+        fmt_st_free(s, m);
         return;
     }
     memcpy(s->buf + s->len, b, len);
@@ -238,7 +234,7 @@ static int string(struct jp *j, uint32_t *off, uint32_t *len)
         }
         size_t n = c < 0x80 ? 1 : utf8_seq(j->b + j->pos, j->len - j->pos);
         if (n == 0) return -1;
-        memmove(w, j->b + j->pos, n);
+        if (w != j->b + j->pos) memmove(w, j->b + j->pos, n); /* after an escape */
         w += n;
         j->pos += n;
     }
@@ -331,32 +327,32 @@ static int skip_value(struct jp *j, int depth)
 
 static int key_is(const struct jp *j, uint32_t off, uint32_t len, const char *s)
 {
-    return strlen(s) == len && memcmp(j->b + off, s, len) == 0;
+    return fmt_bytes_is(j->b + off, len, s);
 }
 
-/* safetensors dtypes: fmt dtype (FMT_OPAQUE: checked, not announced), bits. */
-static const struct { const char *name; uint8_t dtype; uint8_t bits; } st_dtypes[] = {
-    {"BOOL", FMT_BOOL, 8}, {"U8", FMT_U8, 8}, {"I8", FMT_I8, 8},
-    {"F8_E5M2", FMT_F8_E5M2, 8}, {"F8_E4M3", FMT_F8_E4M3, 8},
-    {"F8_E8M0", FMT_F8_E8M0, 8}, {"F8_E4M3FNUZ", FMT_F8_E4M3FNUZ, 8},
-    {"F8_E5M2FNUZ", FMT_F8_E5M2FNUZ, 8}, {"I16", FMT_I16, 16},
-    {"U16", FMT_U16, 16}, {"F16", FMT_F16, 16}, {"BF16", FMT_BF16, 16},
-    {"I32", FMT_I32, 32}, {"U32", FMT_U32, 32}, {"F32", FMT_F32, 32},
-    {"C64", FMT_C64, 64}, {"F64", FMT_F64, 64}, {"I64", FMT_I64, 64},
-    {"U64", FMT_U64, 64}, {"F4", FMT_OPAQUE, 4}, {"F6_E2M3", FMT_OPAQUE, 6},
-    {"F6_E3M2", FMT_OPAQUE, 6},
+/* Sub-byte safetensors dtypes: their size is checked, they are not announced. */
+static const struct { const char *name; uint8_t bits; } st_subbyte[] = {
+    {"F4", 4}, {"F6_E2M3", 6}, {"F6_E3M2", 6},
 };
 
-/* dtype and bits of a name; bits 0 for an unknown dtype. */
+/* dtype and bits of a name: the fmt dtypes under their safetensors names
+** (safetensors has no C128), then the sub-byte ones as FMT_OPAQUE; bits 0
+** for an unknown dtype. */
 static void dtype_of(const struct jp *j, uint32_t off, uint32_t len, uint8_t *dtype,
                      uint8_t *bits)
 {
     *dtype = FMT_OPAQUE;
     *bits = 0;
-    for (size_t i = 0; i < sizeof st_dtypes / sizeof st_dtypes[0]; i++)
-        if (key_is(j, off, len, st_dtypes[i].name)) {
-            *dtype = st_dtypes[i].dtype;
-            *bits = st_dtypes[i].bits;
+    for (uint8_t d = FMT_OPAQUE + 1; d < FMT_DTYPE_MAX; d++)
+        if (d != FMT_C128 && key_is(j, off, len, fmt_dtypes[d].name)) {
+            *dtype = d;
+            *bits = (uint8_t)(8 * fmt_dtypes[d].width * fmt_dtypes[d].comps);
+            return;
+        }
+    for (size_t i = 0; i < sizeof st_subbyte / sizeof st_subbyte[0]; i++)
+        if (key_is(j, off, len, st_subbyte[i].name)) {
+            *bits = st_subbyte[i].bits;
+            return;
         }
 }
 
@@ -494,9 +490,7 @@ static int by_name(const void *a, const void *b, void *ctx)
 {
     const uint8_t *buf = ctx;
     const struct fmt_st_ent *x = a, *y = b;
-    int c = memcmp(buf + x->name_off, buf + y->name_off, CK_MIN(x->name_len, y->name_len));
-    if (c) return c;
-    return x->name_len < y->name_len ? -1 : x->name_len > y->name_len;
+    return fmt_bytes_cmp(buf + x->name_off, x->name_len, buf + y->name_off, y->name_len);
 }
 
 /* Names must be unique: sort by name, compare neighbours. */
@@ -536,11 +530,11 @@ int fmt_st_finish(struct fmt_st *s, struct fmt_mem *m, uint64_t *data_len)
     struct jp j = {s->buf, s->len, 0};
     if (s->state != FMT_ST_HEADER || s->len != s->hlen || header(&j, s, m) < 0 ||
         unique_names(s) < 0 || tile(s, data_len) < 0) {
-        st_drop(s, m);
+        fmt_st_free(s, m);
         return 0;
     }
     s->state = FMT_ST_DONE;
-    if (s->nents == 0) st_drop(s, m);
+    if (s->nents == 0) fmt_st_free(s, m);
     return 1;
 }
 
@@ -556,6 +550,6 @@ int fmt_st_next(struct fmt_st *s, struct fmt_mem *m, struct fmt_tensor *t)
     size_t n = CK_MIN((size_t)e->name_len, (size_t)FMT_NAME_MAX - 1);
     while (n < e->name_len && n > 0 && (s->buf[e->name_off + n] & 0xC0) == 0x80) n--;
     memcpy(t->name, s->buf + e->name_off, n);
-    if (s->next == s->nents) st_drop(s, m);
+    if (s->next == s->nents) fmt_st_free(s, m);
     return 1;
 }

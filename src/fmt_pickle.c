@@ -180,8 +180,7 @@ static int memo_get(struct fmt_pk *k, uint64_t i)
 
 static int str_is(const struct fmt_pk *k, const struct pval *v, const char *s)
 {
-    size_t n = strlen(s);
-    return v->kind == PV_STR && v->u64 == n && memcmp(k->buf + v->u32, s, n) == 0;
+    return v->kind == PV_STR && fmt_bytes_is(k->buf + v->u32, (size_t)v->u64, s);
 }
 
 static const struct { const char *name; uint8_t dtype; } storage_kinds[] = {
@@ -207,28 +206,23 @@ static const struct { const char *name; uint8_t dtype; } torch_dtypes[] = {
     {"float8_e4m3fnuz", FMT_F8_E4M3FNUZ}, {"float8_e5m2fnuz", FMT_F8_E5M2FNUZ},
 };
 
-static int bytes_are(const uint8_t *p, size_t n, const char *s)
-{
-    return strlen(s) == n && memcmp(p, s, n) == 0;
-}
-
 /* What the global module.name is (module and name as byte ranges). */
 static struct pval resolve_global(const uint8_t *mod, size_t ml, const uint8_t *name, size_t nl)
 {
     struct pval v = {.kind = PV_GLOBAL, .sub = GL_OTHER};
-    if (bytes_are(mod, ml, "torch._utils") && bytes_are(name, nl, "_rebuild_tensor_v3")) {
+    if (fmt_bytes_is(mod, ml, "torch._utils") && fmt_bytes_is(name, nl, "_rebuild_tensor_v3")) {
         v.sub = GL_V3;
         return v;
     }
     /* Storage classes are torch.X; some versions name them torch.storage.X. */
-    int storage_mod = bytes_are(mod, ml, "torch.storage");
-    if (!storage_mod && !bytes_are(mod, ml, "torch")) return v;
-    if (bytes_are(name, nl, "UntypedStorage")) {
+    int storage_mod = fmt_bytes_is(mod, ml, "torch.storage");
+    if (!storage_mod && !fmt_bytes_is(mod, ml, "torch")) return v;
+    if (fmt_bytes_is(name, nl, "UntypedStorage")) {
         v.sub = GL_UNTYPED;
         return v;
     }
     for (size_t i = 0; i < sizeof storage_kinds / sizeof storage_kinds[0]; i++)
-        if (bytes_are(name, nl, storage_kinds[i].name)) {
+        if (fmt_bytes_is(name, nl, storage_kinds[i].name)) {
             v.sub = GL_TYPED;
             v.u64 = storage_kinds[i].dtype;
             return v;
@@ -241,7 +235,7 @@ static struct pval resolve_global(const uint8_t *mod, size_t ml, const uint8_t *
     }
     if (storage_mod) return v;
     for (size_t i = 0; i < sizeof torch_dtypes / sizeof torch_dtypes[0]; i++)
-        if (bytes_are(name, nl, torch_dtypes[i].name)) {
+        if (fmt_bytes_is(name, nl, torch_dtypes[i].name)) {
             v.sub = GL_DTYPE;
             v.u64 = torch_dtypes[i].dtype;
             return v;
@@ -278,11 +272,11 @@ static struct pval make_tuple(const struct fmt_pk *k, const struct pval *it, siz
     return v;
 }
 
-static int tuple_n(struct fmt_pk *k, size_t n)
+/* Pop n values, push an opaque object. */
+static int pop_push_any(struct fmt_pk *k, size_t n)
 {
-    struct pval it[3];
-    CK_TRY(pop_n(k, n, it));
-    return push(k, make_tuple(k, it, n));
+    CK_TRY(pop_n(k, n, NULL));
+    return push_any(k);
 }
 
 static int tuple_mark(struct fmt_pk *k)
@@ -356,11 +350,9 @@ static int exec_simple(struct fmt_pk *k, uint8_t op)
         CK_TRY(pop_mark(k, &it, &n));
         return push_any(k);
     case 0x81:                                     /* NEWOBJ */
-        CK_TRY(pop_n(k, 2, NULL));
-        return push_any(k);
+        return pop_push_any(k, 2);
     case 0x92:                                     /* NEWOBJ_EX */
-        CK_TRY(pop_n(k, 3, NULL));
-        return push_any(k);
+        return pop_push_any(k, 3);
     case '0':                                      /* POP */
         return frame_items(k) ? pop_n(k, 1, NULL) : pop_mark(k, &it, &n);
     case '1':                                      /* POP_MARK */
@@ -371,8 +363,8 @@ static int exec_simple(struct fmt_pk *k, uint8_t op)
         return push_mark(k);
     case 't':
         return tuple_mark(k);
-    case 0x85: case 0x86: case 0x87:               /* TUPLE1..3 */
-        return tuple_n(k, (size_t)(op - 0x84));
+    case 0x85: case 0x86: case 0x87:               /* TUPLE1..3: too short to keep */
+        return pop_push_any(k, (size_t)(op - 0x84));
     case 'Q':
         return binpersid(k);
     case 'R':
@@ -397,13 +389,6 @@ static int finish(struct fmt_pk *k, int state, size_t end)
     return STEP_END;
 }
 
-static uint64_t le(const uint8_t *p, size_t n)
-{
-    uint64_t v = 0;
-    for (size_t i = n; i-- > 0;) v = (v << 8) | p[i];
-    return v;
-}
-
 /* Opcodes with a length-prefixed payload: bytes of the length field, and
 ** whether the payload is a string we track. 0 for other opcodes. */
 static size_t sized_op(uint8_t op, int *is_str, int *is_signed)
@@ -426,24 +411,24 @@ static size_t sized_op(uint8_t op, int *is_str, int *is_signed)
     }
 }
 
-/* A little-endian two's complement int of n bytes, as a value. */
+/* LONG1/LONG4's payload: a little-endian two's complement int of n bytes, as
+** a value. */
 static struct pval long_value(const uint8_t *p, size_t n)
 {
     struct pval v = {.kind = PV_ANY};
     if (n == 0 || n > 8 || (p[n - 1] & 0x80)) return v; /* huge or negative */
     v.kind = PV_INT;
-    v.u64 = le(p, n);
+    for (size_t i = n; i-- > 0;) v.u64 = (v.u64 << 8) | p[i];
     return v;
 }
 
-static int step_sized(struct fmt_pk *k, uint8_t op, size_t lb)
+/* An opcode of sized_op's: lb, is_str, is_signed as it returned them. */
+static int step_sized(struct fmt_pk *k, uint8_t op, size_t lb, int is_str, int is_signed)
 {
     size_t avail = k->len - k->pos;
     const uint8_t *p = k->buf + k->pos;
-    int is_str, is_signed;
-    sized_op(op, &is_str, &is_signed);
     if (avail < 1 + lb) return STEP_MORE;
-    uint64_t n = le(p + 1, lb);
+    uint64_t n = lb == 1 ? p[1] : lb == 4 ? ck_get32(p + 1) : ck_get64(p + 1);
     if ((is_signed && (n >> 31)) || n > FMT_MAX_HEADER)
         return finish(k, FMT_PK_FAIL, k->pos + 1 + lb);
     size_t size = 1 + lb + (size_t)n;
@@ -503,20 +488,27 @@ static int fixed_arg(uint8_t op)
     }
 }
 
-static int exec_fixed(struct fmt_pk *k, uint8_t op, const uint8_t *arg, size_t n)
+static int push_int(struct fmt_pk *k, uint64_t n)
 {
-    uint64_t v = le(arg, n);
-    struct pval iv = {.kind = PV_INT, .u64 = v};
+    struct pval v = {.kind = PV_INT, .u64 = n};
+    return push(k, v);
+}
+
+/* An opcode of fixed_arg's, with its argument at arg. */
+static int exec_fixed(struct fmt_pk *k, uint8_t op, const uint8_t *arg)
+{
     switch (op) {
-    case 0x80: return v <= 5 ? 0 : -EINVAL;
-    case 'q': case 'r': return memo_put(k, v);
-    case 'h': case 'j': return memo_get(k, v);
-    case 'K': case 'M': return push(k, iv);
-    case 'J':
-        if (v >> 31) return push_any(k); /* negative */
-        return push(k, iv);
-    case 'G': return push_any(k);
-    default: return 0;                  /* FRAME: just a length hint */
+    case 0x80: return arg[0] <= 5 ? 0 : -EINVAL;            /* PROTO */
+    case 'q': return memo_put(k, arg[0]);                    /* BINPUT */
+    case 'r': return memo_put(k, ck_get32(arg));             /* LONG_BINPUT */
+    case 'h': return memo_get(k, arg[0]);                    /* BINGET */
+    case 'j': return memo_get(k, ck_get32(arg));             /* LONG_BINGET */
+    case 'K': return push_int(k, arg[0]);                    /* BININT1 */
+    case 'M': return push_int(k, ck_get16(arg));             /* BININT2 */
+    case 'J':                                                /* BININT; negative: opaque */
+        return ck_get32(arg) >> 31 ? push_any(k) : push_int(k, ck_get32(arg));
+    case 'G': return push_any(k);                            /* BINFLOAT */
+    default: return 0;                                       /* FRAME: just a length hint */
     }
 }
 
@@ -526,13 +518,13 @@ static int step(struct fmt_pk *k)
     uint8_t op = k->buf[k->pos];
     int is_str, is_signed;
     size_t lb = sized_op(op, &is_str, &is_signed);
-    if (lb) return step_sized(k, op, lb);
+    if (lb) return step_sized(k, op, lb, is_str, is_signed);
     if (op == 'c') return step_global(k);
     if (op == '.') return finish(k, FMT_PK_DONE, k->pos + 1);
     int fa = fixed_arg(op);
     size_t size = 1 + (fa > 0 ? (size_t)fa : 0);
     if (k->len - k->pos < size) return STEP_MORE;
-    int rc = fa >= 0 ? exec_fixed(k, op, k->buf + k->pos + 1, size - 1) : exec_simple(k, op);
+    int rc = fa >= 0 ? exec_fixed(k, op, k->buf + k->pos + 1) : exec_simple(k, op);
     if (rc < 0) return finish(k, FMT_PK_FAIL, k->pos + size);
     k->pos += size;
     return STEP_OK;
@@ -571,20 +563,13 @@ int fmt_pk_feed(struct fmt_pk *k, const uint8_t *b, size_t len, size_t *used)
 
 /* ---- the storage table ---- */
 
-static int key_cmp(const uint8_t *a, size_t al, const uint8_t *b, size_t bl)
-{
-    int c = memcmp(a, b, CK_MIN(al, bl));
-    if (c) return c;
-    return al < bl ? -1 : al > bl;
-}
-
 /* Row indices by key, then by index so the order is total. */
 static int row_cmp(const void *a, const void *b, void *ctx)
 {
     const struct fmt_pk *k = ctx;
     uint32_t i = *(const uint32_t *)a, j = *(const uint32_t *)b;
     const struct pk_row *x = &k->rows[i], *y = &k->rows[j];
-    int c = key_cmp(k->buf + x->key_off, x->key_len, k->buf + y->key_off, y->key_len);
+    int c = fmt_bytes_cmp(k->buf + x->key_off, x->key_len, k->buf + y->key_off, y->key_len);
     if (c) return c;
     return i < j ? -1 : i > j;
 }
@@ -592,7 +577,7 @@ static int row_cmp(const void *a, const void *b, void *ctx)
 static int same_key(const struct fmt_pk *k, uint32_t i, uint32_t j)
 {
     const struct pk_row *x = &k->rows[i], *y = &k->rows[j];
-    return key_cmp(k->buf + x->key_off, x->key_len, k->buf + y->key_off, y->key_len) == 0;
+    return fmt_bytes_cmp(k->buf + x->key_off, x->key_len, k->buf + y->key_off, y->key_len) == 0;
 }
 
 /* The dtype and byte length of the storage that rows idx[0..n) all name;
@@ -690,8 +675,7 @@ const struct fmt_storage *fmt_table_find(const struct fmt_table *t,
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
         const struct fmt_storage *s = &t->rows[mid];
-        int c = key_cmp((const uint8_t *)t->keys + s->key_off, s->key_len,
-                        (const uint8_t *)key, len);
+        int c = fmt_bytes_cmp(t->keys + s->key_off, s->key_len, key, len);
         if (c == 0) return s;
         if (c < 0)
             lo = mid + 1;
