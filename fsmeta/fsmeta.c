@@ -1,33 +1,21 @@
 /*
-** fsmeta.c: the metadata store over SQLite (see fsmeta.h, schema.sql).
+** fsmeta.c: the metadata store over SQLite (see fsmeta.h, schema.sql):
+** opening and upgrading it, transactions and sequence numbers, the
+** namespace, attributes and file content.
 **
-** Statements live in one table, prepared at open and reset after each use.
-** A statement is run with the handle lock held; the lock is recursive so an
-** operation may run inside a caller's transaction or on its own.
+** Statements are prepared at open and reset after each use. A statement is
+** run with the handle lock held; the lock is recursive so an operation may
+** run inside a caller's transaction or on its own.
 */
-#include "fsmeta.h"
-#include "../src/common.h"
+#include "fsmeta_int.h"
 
-#include <pthread.h>
-#include <sqlite3.h>
-#include <stdlib.h>
-#include <string.h>
+#include <assert.h>
+#include <stdio.h>
 #include <sys/stat.h>
 
 extern const char fsmeta_schema_sql[];
 
-enum {
-    S_GETATTR, S_SETATTR, S_MKINODE, S_RMINODE, S_RMXATTRS, S_READLINK,
-    S_LOOKUP, S_LINK, S_UNLINK, S_RELINK, S_MOVE, S_HASCHILD, S_READDIR,
-    S_XGET, S_XINS, S_XUPD, S_XLIST, S_XDEL,
-    S_EXTENTS, S_CHUNKINS, S_CHUNKREF, S_CHUNKGET, S_EXTDEL, S_EXTINS,
-    S_TDEL, S_TINS, S_TLIST, S_FAMILY, S_SETFAMILY,
-    S_SETCONTENT, S_ORPHANS, S_CHUNKS, S_FILES, S_NAMEOF,
-    S_TOUCH, S_BEGIN, S_COMMIT, S_ROLLBACK, S_SYNC_FULL, S_SYNC_NORMAL,
-    S_COUNT
-};
-
-static const char *const sql_text[S_COUNT] = {
+const char *const fsm_core_sql[S_COUNT] = {
     [S_GETATTR] = "SELECT mode,uid,gid,nlink,size,rdev,atime,mtime,ctime,stored "
                   "FROM inode WHERE ino=?1",
     [S_SETATTR] = "UPDATE inode SET mode=?2,uid=?3,gid=?4,nlink=?5,size=?6,rdev=?7,"
@@ -51,11 +39,15 @@ static const char *const sql_text[S_COUNT] = {
     [S_XLIST] = "SELECT name FROM xattr WHERE ino=?1 ORDER BY name",
     [S_XDEL] = "DELETE FROM xattr WHERE ino=?1 AND name=?2",
     [S_EXTENTS] = "SELECT e.off,c.id,c.pack,c.off,c.raw_len,c.stored_len,c.codec,"
-                  "c.hash,c.base,c.depth,c.chain FROM extent e JOIN chunk c ON c.id=e.chunk "
-                  "WHERE e.ino=?1 ORDER BY e.off",
+                  "c.hash,c.base,c.depth,c.chain FROM inode i JOIN extent e ON e.ver=i.ver "
+                  "JOIN chunk c ON c.id=e.chunk WHERE i.ino=?1 AND i.ver<>0 ORDER BY e.off",
+    [S_VEREXT] = "SELECT e.off,c.id,c.pack,c.off,c.raw_len,c.stored_len,c.codec,"
+                 "c.hash,c.base,c.depth,c.chain FROM extent e JOIN chunk c ON c.id=e.chunk "
+                 "WHERE e.ver=?1 ORDER BY e.off",
     [S_CHUNKINS] = "INSERT INTO chunk(pack,off,raw_len,stored_len,codec,hash,refs,"
                    "base,depth,chain) VALUES(?1,?2,?3,?4,?5,?6,0,?7,?8,?9)",
-    [S_CHUNKREF] = "UPDATE chunk SET refs=refs+?2 WHERE id=?1 RETURNING refs,base",
+    [S_CHUNKREF] = "UPDATE chunk SET refs=refs+?2,dead=CASE WHEN refs+?2=0 THEN ?3 "
+                   "ELSE 0 END WHERE id=?1 RETURNING refs,base",
     [S_CHUNKGET] = "SELECT id,pack,off,raw_len,stored_len,codec,hash,base,depth,chain "
                    "FROM chunk WHERE id=?1",
     [S_TDEL] = "DELETE FROM tensor WHERE ino=?1",
@@ -66,9 +58,20 @@ static const char *const sql_text[S_COUNT] = {
                  "AND EXISTS (SELECT 1 FROM tensor t WHERE t.ino=inode.ino) "
                  "ORDER BY mtime DESC LIMIT 1",
     [S_SETFAMILY] = "UPDATE inode SET family=?2 WHERE ino=?1",
-    [S_EXTDEL] = "DELETE FROM extent WHERE ino=?1",
-    [S_EXTINS] = "INSERT INTO extent(ino,off,chunk) VALUES(?1,?2,?3)",
-    [S_SETCONTENT] = "UPDATE inode SET size=?2,mtime=?3,ctime=?4,stored=?5 WHERE ino=?1",
+    [S_EXTINS] = "INSERT INTO extent(ver,off,chunk) VALUES(?1,?2,?3)",
+    [S_SETCONTENT] = "UPDATE inode SET size=?2,mtime=?3,ctime=?4,stored=?5,ver=?6 "
+                     "WHERE ino=?1",
+    [S_NEXTSEQ] = "SELECT coalesce(max(seq),0)+1 FROM change",
+    [S_CHANGEINS] = "INSERT INTO change(seq,time) VALUES(?1,?2)",
+    [S_VERINS] = "INSERT INTO version(ino,seq,size,mtime,mode,uid,gid,stored,state) "
+                 "SELECT ino,?2,?3,?4,mode,uid,gid,?5,?6 FROM inode WHERE ino=?1",
+    [S_VERCUR] = "SELECT v.id,v.state FROM inode i JOIN version v ON v.id=i.ver "
+                 "WHERE i.ino=?1",
+    [S_VEREXTDEL] = "DELETE FROM extent WHERE ver=?1",
+    [S_VERSTATE] = "UPDATE version SET state=?2 WHERE id=?1",
+    [S_VERDEL] = "DELETE FROM version WHERE id=?1",
+    [S_VERKEEP] = "UPDATE version SET state=0 WHERE state=1 AND "
+                  "id=(SELECT ver FROM inode WHERE ino=?1)",
     [S_ORPHANS] = "SELECT ino FROM inode WHERE nlink=0",
     [S_CHUNKS] = "SELECT id,pack,off,raw_len,stored_len,codec,hash,base,depth,chain "
                  "FROM chunk WHERE refs>0 ORDER BY pack,off",
@@ -83,56 +86,6 @@ static const char *const sql_text[S_COUNT] = {
     [S_SYNC_NORMAL] = "PRAGMA synchronous=NORMAL",
 };
 
-struct fsmeta {
-    sqlite3 *db;
-    sqlite3_stmt *st[S_COUNT];
-    pthread_mutex_t mu;
-    int readonly;
-    int depth; /* nesting of fsmeta_begin; only the outermost talks to SQLite */
-    int abort; /* an inner transaction rolled back: the outer one must too */
-};
-
-/* Map an SQLite result code to an errno, logging the unexpected ones. */
-static int sql_err(fsmeta *m, int rc)
-{
-    switch (rc & 0xff) {
-    case SQLITE_OK: case SQLITE_DONE: case SQLITE_ROW: return 0;
-    case SQLITE_FULL: return -ENOSPC;
-    case SQLITE_CONSTRAINT: return -EEXIST;
-    case SQLITE_NOMEM: return -ENOMEM;
-    case SQLITE_READONLY: return -EROFS;
-    default:
-        ck_log(CK_LOG_ERR, "sqlite: %s (%d)", sqlite3_errmsg(m->db), rc);
-        return -EIO;
-    }
-}
-
-static void lock(fsmeta *m) { pthread_mutex_lock(&m->mu); }
-static void unlock(fsmeta *m) { pthread_mutex_unlock(&m->mu); }
-
-/* Bind helpers: i64 / blob by index. */
-static sqlite3_stmt *stmt(fsmeta *m, int which) { return m->st[which]; }
-static void bind_i64(sqlite3_stmt *s, int i, int64_t v) { sqlite3_bind_int64(s, i, v); }
-static void bind_name(sqlite3_stmt *s, int i, const char *name)
-{
-    sqlite3_bind_blob(s, i, name, (int)strlen(name), SQLITE_STATIC);
-}
-
-/* Step a statement that returns no rows, then reset it. */
-static int run(fsmeta *m, sqlite3_stmt *s)
-{
-    int rc = sqlite3_step(s);
-    sqlite3_reset(s);
-    sqlite3_clear_bindings(s);
-    return rc == SQLITE_DONE ? 0 : sql_err(m, rc);
-}
-
-/* Finish a query statement (after reading rows). */
-static void done(sqlite3_stmt *s)
-{
-    sqlite3_reset(s);
-    sqlite3_clear_bindings(s);
-}
 
 static int exec(fsmeta *m, const char *sql)
 {
@@ -165,7 +118,7 @@ static int compiles(fsmeta *m, const char *sql)
 
 /* Stores made before tensor deltas (format 1) lack a few columns; adding
 ** them with their defaults makes such a store a valid format 2 store. */
-static int upgrade(fsmeta *m)
+static int upgrade_to_2(fsmeta *m)
 {
     if (!compiles(m, "SELECT 1 FROM chunk") || compiles(m, "SELECT base FROM chunk"))
         return 0;
@@ -176,6 +129,60 @@ static int upgrade(fsmeta *m)
                    "ALTER TABLE chunk ADD COLUMN chain INTEGER NOT NULL DEFAULT 0;"
                    "ALTER TABLE inode ADD COLUMN family BLOB;"
                    "COMMIT;");
+}
+
+/* Format 2 kept one content per inode. Each file's content becomes its first
+** version, numbered like its inode so the extent rows stay valid once their
+** key is renamed; the namespace as it is becomes history at sequence 1. Runs
+** after the schema has created the history tables. */
+static int upgrade_to_3(fsmeta *m)
+{
+    if (compiles(m, "SELECT ver FROM inode")) return 0;
+    ck_log(CK_LOG_INFO, "upgrading the store's metadata to format 3");
+    char sql[1024];
+    snprintf(sql, sizeof sql,
+             "BEGIN;"
+             "ALTER TABLE inode ADD COLUMN ver INTEGER NOT NULL DEFAULT 0;"
+             "ALTER TABLE chunk ADD COLUMN dead INTEGER NOT NULL DEFAULT 0;"
+             "ALTER TABLE extent RENAME COLUMN ino TO ver;"
+             "INSERT INTO change(seq,time) VALUES(1,%lld);"
+             "INSERT INTO version(id,ino,seq,size,mtime,mode,uid,gid,stored) "
+             " SELECT ino,ino,1,size,mtime,mode,uid,gid,stored FROM inode "
+             " WHERE (mode&61440)=32768;"
+             "UPDATE inode SET ver=ino WHERE (mode&61440)=32768;"
+             "INSERT INTO dhist(parent,name,ino,mode,target,born) "
+             " SELECT d.parent,d.name,d.ino,i.mode,i.target,1 FROM dentry d "
+             " JOIN inode i ON i.ino=d.ino;"
+             "COMMIT;",
+             (long long)ck_now_ns());
+    return exec(m, sql);
+}
+
+/* ckpt_seq(): the triggers' way to the running transaction's sequence. */
+static void fn_seq(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+{
+    (void)argc, (void)argv;
+    sqlite3_result_int64(ctx, cur_seq(sqlite3_user_data(ctx)));
+}
+
+static int prepare_all(fsmeta *m)
+{
+    const char *const *tables[] = {fsm_core_sql, fsm_hist_sql, fsm_check_sql};
+    for (int i = 0; i < S_COUNT; i++) {
+        if (m->readonly && (i == S_SYNC_FULL || i == S_SYNC_NORMAL)) continue;
+        const char *sql = NULL;
+        for (size_t t = 0; t < 3 && !sql; t++) sql = tables[t][i];
+        assert(sql);
+        int rc = sqlite3_prepare_v3(m->db, sql, -1, SQLITE_PREPARE_PERSISTENT,
+                                    &m->st[i], NULL);
+        if (rc != SQLITE_OK) {
+            if (m->readonly && i >= S_VERGET)
+                ck_log(CK_LOG_ERR, "store metadata predates format 3: mount it "
+                       "read-write once to upgrade it");
+            return sql_err(m, rc);
+        }
+    }
+    return 0;
 }
 
 int fsmeta_open(const char *path, int readonly, uint32_t root_uid,
@@ -198,21 +205,15 @@ int fsmeta_open(const char *path, int readonly, uint32_t root_uid,
         goto fail;
     }
     sqlite3_busy_timeout(m->db, 10000);
+    sqlite3_create_function(m->db, "ckpt_seq", 0, SQLITE_UTF8, m, fn_seq, NULL, NULL);
     if (!readonly) {
         rc = exec(m, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;");
-        if (rc == 0) rc = upgrade(m);
+        if (rc == 0) rc = upgrade_to_2(m);
         if (rc == 0) rc = exec(m, fsmeta_schema_sql);
+        if (rc == 0) rc = upgrade_to_3(m);
         if (rc < 0) goto fail;
     }
-    for (int i = 0; i < S_COUNT; i++) {
-        if (readonly && (i == S_SYNC_FULL || i == S_SYNC_NORMAL)) continue;
-        rc = sqlite3_prepare_v3(m->db, sql_text[i], -1, SQLITE_PREPARE_PERSISTENT,
-                                &m->st[i], NULL);
-        if (rc != SQLITE_OK) {
-            rc = sql_err(m, rc);
-            goto fail;
-        }
-    }
+    if ((rc = prepare_all(m)) < 0) goto fail;
     if (!readonly && (rc = init_root(m, root_uid, root_gid)) < 0) goto fail;
     *out = m;
     return 0;
@@ -230,13 +231,37 @@ void fsmeta_close(fsmeta *m)
     free(m);
 }
 
+/* The sequence number the transaction just begun takes if it changes history
+** (taken under the write lock, so concurrent writers cannot share one). */
+static int next_seq(fsmeta *m)
+{
+    sqlite3_stmt *s = stmt(m, S_NEXTSEQ);
+    int rc = sqlite3_step(s);
+    m->seq = rc == SQLITE_ROW ? sqlite3_column_int64(s, 0) : 0;
+    done(s);
+    return rc == SQLITE_ROW ? 0 : sql_err(m, rc);
+}
+
+/* A transaction that changed history records its sequence number and time. */
+static int record_change(fsmeta *m)
+{
+    if (!m->seq_used) return 0;
+    sqlite3_stmt *s = stmt(m, S_CHANGEINS);
+    bind_i64(s, 1, m->seq);
+    bind_i64(s, 2, ck_now_ns());
+    return run(m, s);
+}
+
 int fsmeta_begin(fsmeta *m, int durable)
 {
     lock(m);
     if (m->depth++ > 0) return 0;
     m->abort = 0;
+    m->seq_used = 0;
     int rc = m->readonly ? 0 : run(m, stmt(m, durable ? S_SYNC_FULL : S_SYNC_NORMAL));
     if (rc == 0) rc = run(m, stmt(m, S_BEGIN));
+    if (rc == 0 && !m->readonly) rc = next_seq(m);
+    if (rc < 0 && m->depth == 1) run(m, stmt(m, S_ROLLBACK));
     if (rc < 0) {
         m->depth--;
         unlock(m);
@@ -248,7 +273,8 @@ int fsmeta_commit(fsmeta *m)
 {
     int rc = 0;
     if (--m->depth == 0) {
-        rc = m->abort ? -EIO : run(m, stmt(m, S_COMMIT));
+        rc = m->abort ? -EIO : record_change(m);
+        if (rc == 0) rc = run(m, stmt(m, S_COMMIT));
         if (rc < 0) run(m, stmt(m, S_ROLLBACK));
     }
     unlock(m);
@@ -344,11 +370,12 @@ int fsmeta_mkinode(fsmeta *m, struct fsm_attr *a, const void *target, size_t tle
 /* Add d (+1 or -1) to the references of chunk id. A chunk that dies releases
 ** its base; one that comes back to life takes its base again. The chain is
 ** at most a few deltas long (the store bounds it), so this recursion is too. */
-static int chunk_ref(fsmeta *m, uint64_t id, int d)
+int fsm_chunk_ref(fsmeta *m, uint64_t id, int d)
 {
     sqlite3_stmt *s = stmt(m, S_CHUNKREF);
     bind_i64(s, 1, (int64_t)id);
     bind_i64(s, 2, d);
+    bind_i64(s, 3, ck_now_ns());
     int rc = sqlite3_step(s);
     int64_t refs = rc == SQLITE_ROW ? sqlite3_column_int64(s, 0) : 0;
     uint64_t base = rc == SQLITE_ROW ? (uint64_t)sqlite3_column_int64(s, 1) : 0;
@@ -357,59 +384,46 @@ static int chunk_ref(fsmeta *m, uint64_t id, int d)
     if (rc != SQLITE_DONE) return rc == SQLITE_ROW ? -EIO : sql_err(m, rc);
     if (sqlite3_changes(m->db) == 0) return -ENOENT;
     int died = d < 0 && refs == 0, born = d > 0 && refs == d;
-    if (base && (died || born)) return chunk_ref(m, base, died ? -1 : 1);
+    if (base && (died || born)) return fsm_chunk_ref(m, base, died ? -1 : 1);
     return 0;
 }
 
-/* Drop one reference from every chunk of ino's content, then the extents.
+/* Drop the references a version holds on its chunks and its extent rows.
 ** Chunks left unreferenced stay as garbage rows (schema.sql). */
-static int drop_content(fsmeta *m, uint64_t ino)
+int fsm_release_version(fsmeta *m, uint64_t ver)
 {
     struct fsm_extent *ext;
     size_t n;
-    CK_TRY(fsmeta_extents(m, ino, &ext, &n));
+    CK_TRY(fsmeta_version_extents(m, ver, &ext, &n));
     int rc = 0;
-    for (size_t i = 0; rc == 0 && i < n; i++) rc = chunk_ref(m, ext[i].c.id, -1);
+    for (size_t i = 0; rc == 0 && i < n; i++) rc = fsm_chunk_ref(m, ext[i].c.id, -1);
     free(ext);
     CK_TRY(rc);
-    sqlite3_stmt *s = stmt(m, S_EXTDEL);
-    bind_i64(s, 1, (int64_t)ino);
-    CK_TRY(run(m, s));
-    s = stmt(m, S_TDEL);
-    bind_i64(s, 1, (int64_t)ino);
+    sqlite3_stmt *s = stmt(m, S_VEREXTDEL);
+    bind_i64(s, 1, (int64_t)ver);
     return run(m, s);
 }
 
+/* Run a statement binding only ?1 = id. */
+static int run_id(fsmeta *m, int which, uint64_t id)
+{
+    sqlite3_stmt *s = stmt(m, which);
+    bind_i64(s, 1, (int64_t)id);
+    return run(m, s);
+}
+
+/* The inode goes; its versions stay as history until retention prunes them. */
 int fsmeta_rminode(fsmeta *m, uint64_t ino)
 {
     CK_TRY(fsmeta_begin(m, 0));
-    int rc = drop_content(m, ino);
-    sqlite3_stmt *s;
-    if (rc == 0) {
-        s = stmt(m, S_RMXATTRS);
-        bind_i64(s, 1, (int64_t)ino);
-        rc = run(m, s);
-    }
-    if (rc == 0) {
-        s = stmt(m, S_RMINODE);
-        bind_i64(s, 1, (int64_t)ino);
-        rc = run(m, s);
-    }
+    int rc = run_id(m, S_TDEL, ino);
+    if (rc == 0) rc = run_id(m, S_RMXATTRS, ino);
+    if (rc == 0) rc = run_id(m, S_RMINODE, ino);
     if (rc < 0) {
         fsmeta_rollback(m);
         return rc;
     }
     return fsmeta_commit(m);
-}
-
-/* Copy a BLOB column into buf (cap 0: length only); -ERANGE if it does not fit. */
-static int copy_blob(sqlite3_stmt *s, int col, void *buf, size_t cap)
-{
-    size_t n = (size_t)sqlite3_column_bytes(s, col);
-    if (cap == 0) return (int)n;
-    if (n > cap) return -ERANGE;
-    if (n) memcpy(buf, sqlite3_column_blob(s, col), n);
-    return (int)n;
 }
 
 int fsmeta_readlink(fsmeta *m, uint64_t ino, void *buf, size_t cap, size_t *len)
@@ -451,7 +465,9 @@ int fsmeta_lookup(fsmeta *m, uint64_t parent, const char *name, uint64_t *ino)
 static int dentry_op(fsmeta *m, int which, uint64_t parent, const char *name,
                      int64_t third, const char *fourth, int must_change)
 {
-    lock(m);
+    /* A transaction of its own when the caller has none: the history the
+    ** triggers write must carry a recorded sequence number. */
+    CK_TRY(fsmeta_begin(m, 0));
     sqlite3_stmt *s = stmt(m, which);
     bind_i64(s, 1, (int64_t)parent);
     bind_name(s, 2, name);
@@ -459,8 +475,11 @@ static int dentry_op(fsmeta *m, int which, uint64_t parent, const char *name,
     if (fourth) bind_name(s, 4, fourth);
     int rc = run(m, s);
     if (rc == 0 && must_change && sqlite3_changes(m->db) == 0) rc = -ENOENT;
-    unlock(m);
-    return rc;
+    if (rc < 0) {
+        fsmeta_rollback(m);
+        return rc;
+    }
+    return fsmeta_commit(m);
 }
 
 int fsmeta_link(fsmeta *m, uint64_t parent, const char *name, uint64_t ino)
@@ -597,38 +616,15 @@ int fsmeta_xattr_remove(fsmeta *m, uint64_t ino, const char *name)
     return rc;
 }
 
-static void read_chunk(sqlite3_stmt *s, int col, struct fsm_chunk *c)
-{
-    c->id = (uint64_t)sqlite3_column_int64(s, col);
-    c->pack = (uint32_t)sqlite3_column_int64(s, col + 1);
-    c->off = (uint64_t)sqlite3_column_int64(s, col + 2);
-    c->raw_len = (uint32_t)sqlite3_column_int64(s, col + 3);
-    c->stored_len = (uint32_t)sqlite3_column_int64(s, col + 4);
-    c->codec = (uint8_t)sqlite3_column_int64(s, col + 5);
-    c->hash = (uint64_t)sqlite3_column_int64(s, col + 6);
-    c->base = (uint64_t)sqlite3_column_int64(s, col + 7);
-    c->depth = (uint32_t)sqlite3_column_int64(s, col + 8);
-    c->chain = (uint64_t)sqlite3_column_int64(s, col + 9);
-}
 
-/* Make room for element len of the array *v (capacity *cap, elements of
-** size sz). -ENOMEM leaves the array as it was. */
-static int grow(void **v, size_t *cap, size_t len, size_t sz)
-{
-    if (len < *cap) return 0;
-    size_t ncap = *cap ? 2 * *cap : 16;
-    void *nv = realloc(*v, ncap * sz);
-    if (!nv) return -ENOMEM;
-    *v = nv;
-    *cap = ncap;
-    return 0;
-}
 
-int fsmeta_extents(fsmeta *m, uint64_t ino, struct fsm_extent **out, size_t *n)
+/* Extents from a query binding one id (an inode or a version). */
+static int extents_by(fsmeta *m, int which, uint64_t id, struct fsm_extent **out,
+                      size_t *n)
 {
     lock(m);
-    sqlite3_stmt *s = stmt(m, S_EXTENTS);
-    bind_i64(s, 1, (int64_t)ino);
+    sqlite3_stmt *s = stmt(m, which);
+    bind_i64(s, 1, (int64_t)id);
     struct fsm_extent *v = NULL;
     size_t len = 0, cap = 0;
     int rc;
@@ -650,6 +646,16 @@ int fsmeta_extents(fsmeta *m, uint64_t ino, struct fsm_extent **out, size_t *n)
     return 0;
 }
 
+int fsmeta_extents(fsmeta *m, uint64_t ino, struct fsm_extent **out, size_t *n)
+{
+    return extents_by(m, S_EXTENTS, ino, out, n);
+}
+
+int fsmeta_version_extents(fsmeta *m, uint64_t ver, struct fsm_extent **out, size_t *n)
+{
+    return extents_by(m, S_VEREXT, ver, out, n);
+}
+
 static int add_chunk(fsmeta *m, struct fsm_chunk *c)
 {
     sqlite3_stmt *s = stmt(m, S_CHUNKINS);
@@ -667,34 +673,65 @@ static int add_chunk(fsmeta *m, struct fsm_chunk *c)
     return 0;
 }
 
-/* Reference new content first, then release old: a chunk kept by both never
-** passes through a zero count. */
-static int put_content(fsmeta *m, uint64_t ino, struct fsm_extent *ext, size_t n,
-                       uint64_t *stored)
+/* The current version of ino, if it is provisional: the one a new commit
+** replaces. 0 when there is none. */
+static int provisional_of(fsmeta *m, uint64_t ino, uint64_t *ver)
+{
+    sqlite3_stmt *s = stmt(m, S_VERCUR);
+    bind_i64(s, 1, (int64_t)ino);
+    int rc = sqlite3_step(s);
+    *ver = rc == SQLITE_ROW && sqlite3_column_int64(s, 1) == FSM_VER_PROVISIONAL
+               ? (uint64_t)sqlite3_column_int64(s, 0) : 0;
+    done(s);
+    return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : sql_err(m, rc);
+}
+
+/* A new version of ino holding ext[0..n): chunks referenced before the
+** provisional version it replaces (if any) is released, so a chunk kept by
+** both never passes through a zero count. */
+static int put_version(fsmeta *m, uint64_t ino, struct fsm_extent *ext, size_t n,
+                       uint64_t size, int64_t mtime, int provisional,
+                       uint64_t *ver, uint64_t *stored)
 {
     *stored = 0;
     for (size_t i = 0; i < n; i++) {
         if (ext[i].c.id == 0) CK_TRY(add_chunk(m, &ext[i].c));
-        CK_TRY(chunk_ref(m, ext[i].c.id, 1));
+        CK_TRY(fsm_chunk_ref(m, ext[i].c.id, 1));
         *stored += ext[i].c.stored_len;
     }
-    CK_TRY(drop_content(m, ino));
+    uint64_t old;
+    CK_TRY(provisional_of(m, ino, &old));
+    CK_TRY(run_id(m, S_TDEL, ino)); /* the caller sets the new content's */
+    sqlite3_stmt *s = stmt(m, S_VERINS);
+    bind_i64(s, 1, (int64_t)ino);
+    bind_i64(s, 2, cur_seq(m));
+    bind_i64(s, 3, (int64_t)size);
+    bind_i64(s, 4, mtime);
+    bind_i64(s, 5, (int64_t)*stored);
+    bind_i64(s, 6, provisional ? FSM_VER_PROVISIONAL : FSM_VER_KEPT);
+    CK_TRY(run(m, s));
+    if (sqlite3_changes(m->db) == 0) return -ENOENT;
+    *ver = (uint64_t)sqlite3_last_insert_rowid(m->db);
     for (size_t i = 0; i < n; i++) {
-        sqlite3_stmt *s = stmt(m, S_EXTINS);
-        bind_i64(s, 1, (int64_t)ino);
+        s = stmt(m, S_EXTINS);
+        bind_i64(s, 1, (int64_t)*ver);
         bind_i64(s, 2, (int64_t)ext[i].file_off);
         bind_i64(s, 3, (int64_t)ext[i].c.id);
         CK_TRY(run(m, s));
+    }
+    if (old) {
+        CK_TRY(fsm_release_version(m, old));
+        CK_TRY(run_id(m, S_VERDEL, old));
     }
     return 0;
 }
 
 int fsmeta_set_content(fsmeta *m, uint64_t ino, struct fsm_extent *ext, size_t n,
-                       uint64_t size, int64_t mtime, int64_t ctime)
+                       uint64_t size, int64_t mtime, int64_t ctime, int provisional)
 {
-    lock(m);
-    uint64_t stored;
-    int rc = put_content(m, ino, ext, n, &stored);
+    CK_TRY(fsmeta_begin(m, 0));
+    uint64_t stored, ver;
+    int rc = put_version(m, ino, ext, n, size, mtime, provisional, &ver, &stored);
     if (rc == 0) {
         sqlite3_stmt *s = stmt(m, S_SETCONTENT);
         bind_i64(s, 1, (int64_t)ino);
@@ -702,9 +739,20 @@ int fsmeta_set_content(fsmeta *m, uint64_t ino, struct fsm_extent *ext, size_t n
         bind_i64(s, 3, mtime);
         bind_i64(s, 4, ctime);
         bind_i64(s, 5, (int64_t)stored);
+        bind_i64(s, 6, (int64_t)ver);
         rc = run(m, s);
-        if (rc == 0 && sqlite3_changes(m->db) == 0) rc = -ENOENT;
     }
+    if (rc < 0) {
+        fsmeta_rollback(m);
+        return rc;
+    }
+    return fsmeta_commit(m);
+}
+
+int fsmeta_keep_current(fsmeta *m, uint64_t ino)
+{
+    lock(m);
+    int rc = run_id(m, S_VERKEEP, ino);
     unlock(m);
     return rc;
 }
@@ -736,7 +784,9 @@ int fsmeta_stats(fsmeta *m, struct fsm_stats *st)
         "(SELECT coalesce(sum(size),0) FROM inode WHERE (mode&61440)=32768),"
         "(SELECT coalesce(sum(stored_len),0) FROM chunk WHERE refs>0),"
         "(SELECT count(*) FROM chunk WHERE refs>0),"
-        "(SELECT count(*) FROM chunk WHERE refs>0 AND base<>0)";
+        "(SELECT count(*) FROM chunk WHERE refs>0 AND base<>0),"
+        "(SELECT count(*) FROM version WHERE state<>2),"
+        "(SELECT coalesce(sum(size),0) FROM version WHERE state<>2)";
     lock(m);
     sqlite3_stmt *s = NULL;
     int rc = sqlite3_prepare_v2(m->db, q, -1, &s, NULL);
@@ -751,6 +801,8 @@ int fsmeta_stats(fsmeta *m, struct fsm_stats *st)
         st->stored_bytes = (uint64_t)sqlite3_column_int64(s, 5);
         st->chunks = (uint64_t)sqlite3_column_int64(s, 6);
         st->delta_chunks = (uint64_t)sqlite3_column_int64(s, 7);
+        st->versions = (uint64_t)sqlite3_column_int64(s, 8);
+        st->version_bytes = (uint64_t)sqlite3_column_int64(s, 9);
         rc = 0;
     } else {
         rc = sql_err(m, rc);

@@ -2,8 +2,15 @@
 ** fsmeta.h: the metadata store, the one module that speaks SQL.
 **
 ** One SQLite database (STORE/meta.db, WAL mode, schema in fsmeta/schema.sql)
-** holds the namespace, attributes, extended attributes, and the map from file
-** content to pack records. Every statement is prepared once at open.
+** holds the namespace, attributes, extended attributes, the map from file
+** content to pack records, and history: every version of every file and
+** every directory entry there ever was, ordered by sequence numbers. Every
+** statement is prepared once at open.
+**
+** History: each write transaction that changes the namespace or commits a
+** file takes the next sequence number (seq), recorded with its time. A
+** commit makes a new version of the file; the versions before it stay, and
+** so do those of files unlinked since, until retention prunes them.
 **
 ** Concurrency: an fsmeta handle is shared by threads. fsmeta_begin takes the
 ** handle's (recursive) lock and opens a write transaction; fsmeta_commit or
@@ -59,6 +66,8 @@ struct fsm_extent {
 struct fsm_stats {
     uint64_t files, dirs, symlinks, others;
     uint64_t logical_bytes; /* sum of regular file sizes */
+    uint64_t versions;      /* file versions kept, current ones included */
+    uint64_t version_bytes; /* sum of their sizes */
     uint64_t stored_bytes;  /* sum of stored lengths of chunks in use */
     uint64_t chunks;
     uint64_t delta_chunks;  /* chunks stored as deltas against a base */
@@ -115,11 +124,16 @@ int fsmeta_xattr_remove(fsmeta *m, uint64_t ino, const char *name);
 
 /* Content of ino, sorted by offset; *out is malloc'd (NULL when n is 0). */
 int fsmeta_extents(fsmeta *m, uint64_t ino, struct fsm_extent **out, size_t *n);
-/* Replace the content of ino with ext[0..n): chunks with id 0 are inserted
-** and their ids written back; chunks no longer used become garbage. Also writes
-** size, mtime and ctime and recomputes stored. */
+/* Commit ext[0..n) as the new version of ino: chunks with id 0 are inserted
+** and their ids written back. Also writes size, mtime, ctime and stored. The
+** previous version stays as history, unless it was provisional. provisional:
+** the file is still being written (an fsync), so the next commit replaces
+** this version instead of keeping it. */
 int fsmeta_set_content(fsmeta *m, uint64_t ino, struct fsm_extent *ext, size_t n,
-                       uint64_t size, int64_t mtime, int64_t ctime);
+                       uint64_t size, int64_t mtime, int64_t ctime, int provisional);
+
+/* Make a provisional current version of ino a kept one. */
+int fsmeta_keep_current(fsmeta *m, uint64_t ino);
 
 /* One chunk by id (any, garbage included). -ENOENT if there is none. */
 int fsmeta_chunk_get(fsmeta *m, uint64_t id, struct fsm_chunk *c);
@@ -147,5 +161,82 @@ typedef int (*fsmeta_file_cb)(void *ctx, uint64_t ino, uint64_t size, uint64_t s
 int fsmeta_files(fsmeta *m, fsmeta_file_cb cb, void *ctx);
 /* One name of ino (any), with its parent, for reports. */
 int fsmeta_name_of(fsmeta *m, uint64_t ino, uint64_t *parent, char *name, size_t cap);
+
+/* ---- History (fsmeta_hist.c) ---- */
+
+#define FSM_SEQ_NOW UINT64_MAX /* "alive now" as an end of life */
+
+enum { FSM_VER_KEPT = 0, FSM_VER_PROVISIONAL = 1, FSM_VER_PRUNED = 2 };
+
+struct fsm_version {
+    uint64_t id, ino, seq;
+    int64_t time;  /* when seq was committed (ns) */
+    int64_t mtime; /* the file's mtime in this version */
+    uint64_t size, stored;
+    uint32_t mode, uid, gid;
+    int state;     /* FSM_VER_* */
+};
+
+/* A directory entry of history: alive for born <= seq < died. */
+struct fsm_hentry {
+    uint64_t id; /* row id: a stable readdir cookie (>= 1) */
+    uint64_t parent, ino;
+    uint32_t mode;
+    uint64_t born, died; /* died FSM_SEQ_NOW: alive now */
+    char name[256];
+};
+
+typedef int (*fsmeta_version_cb)(void *ctx, const struct fsm_version *v);
+typedef int (*fsmeta_hentry_cb)(void *ctx, const struct fsm_hentry *e);
+typedef int (*fsmeta_change_cb)(void *ctx, uint64_t seq, int64_t time);
+
+int fsmeta_version_get(fsmeta *m, uint64_t id, struct fsm_version *v);
+/* The latest version of ino committed at or before seq (any state: a pruned
+** one means the content of that time is gone). -ENOENT if none. */
+int fsmeta_version_at(fsmeta *m, uint64_t ino, uint64_t seq, struct fsm_version *v);
+/* Versions of ino (0: of every inode), by inode then seq. */
+int fsmeta_versions(fsmeta *m, uint64_t ino, fsmeta_version_cb cb, void *ctx);
+int fsmeta_version_extents(fsmeta *m, uint64_t ver, struct fsm_extent **out, size_t *n);
+/* Release a version's content (retention): its row stays, pruned. -EBUSY for
+** the current version of a live file. */
+int fsmeta_version_prune(fsmeta *m, uint64_t ver);
+/* Raw bytes of ver by codec: raw[CODEC] and delta (blocks stored as deltas). */
+struct fsm_mix { uint64_t raw[4], delta, blocks; };
+int fsmeta_version_mix(fsmeta *m, uint64_t ver, struct fsm_mix *mix);
+/* A version holding the base of one of ver's delta blocks; 0 if none. */
+int fsmeta_version_base(fsmeta *m, uint64_t ver, uint64_t *base_ver);
+
+/* Entries of dir alive at seq (name NULL: all, with row id > after). */
+int fsmeta_hist_at(fsmeta *m, uint64_t seq, uint64_t dir, const char *name,
+                   uint64_t after, fsmeta_hentry_cb cb, void *ctx);
+/* Every entry dir ever had (name NULL: under any name). */
+int fsmeta_hist_all(fsmeta *m, uint64_t dir, const char *name, fsmeta_hentry_cb cb,
+                    void *ctx);
+/* Every entry that ever named ino. */
+int fsmeta_hist_of(fsmeta *m, uint64_t ino, fsmeta_hentry_cb cb, void *ctx);
+int fsmeta_hist_target(fsmeta *m, uint64_t id, void *buf, size_t cap, size_t *len);
+
+/* Sequence numbers: the last one, the last at or before time t (0: none),
+** the time of one, and every one after `after` in order. */
+int fsmeta_seq_last(fsmeta *m, uint64_t *seq);
+int fsmeta_seq_at(fsmeta *m, int64_t t, uint64_t *seq);
+int fsmeta_seq_time(fsmeta *m, uint64_t seq, int64_t *t);
+int fsmeta_changes(fsmeta *m, uint64_t after, fsmeta_change_cb cb, void *ctx);
+
+/* ---- Checks and garbage collection (fsmeta_check.c) ---- */
+
+/* Every chunk row, garbage included, by pack and offset; refs is passed too. */
+typedef int (*fsmeta_chunk_refs_cb)(void *ctx, const struct fsm_chunk *c, int64_t refs);
+int fsmeta_all_chunks(fsmeta *m, fsmeta_chunk_refs_cb cb, void *ctx);
+/* Delete garbage chunk rows that died before dead_before; *n gets the count. */
+int fsmeta_gc_chunks(fsmeta *m, int64_t dead_before, uint64_t *n);
+/* Point chunk id at its record's new place (pack compaction). */
+int fsmeta_chunk_move(fsmeta *m, uint64_t id, uint32_t pack, uint64_t off);
+
+/* Metadata consistency. Each problem found is reported through cb (a line
+** of text); with repair, those that can be repaired are. Returns the number
+** of problems (>= 0) or an error. */
+typedef void (*fsmeta_problem_cb)(void *ctx, const char *what);
+int fsmeta_check(fsmeta *m, int repair, fsmeta_problem_cb cb, void *ctx);
 
 #endif

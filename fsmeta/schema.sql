@@ -1,7 +1,14 @@
--- schema.sql: the ckptfs metadata schema (STORE/meta.db), format version 2.
+-- schema.sql: the ckptfs metadata schema (STORE/meta.db), format version 3.
 -- Compiled into the binaries; fsmeta.c is the only code that speaks SQL.
 -- Times are nanoseconds since the epoch. Names and link targets are BLOBs:
 -- file names are bytes, not text.
+--
+-- History: every transaction that changes the namespace or commits a file
+-- version takes the next sequence number (table change). Directory entries
+-- are mirrored into dhist by triggers, with the sequence numbers between
+-- which they existed; file contents are versions. The tree as it was at
+-- sequence S is the dhist entries alive at S, each file showing its latest
+-- version committed at or before S.
 
 -- One row per inode. AUTOINCREMENT: inode numbers are never reused, so a
 -- stale kernel handle can never reach a newer file. ino 1 is the root.
@@ -18,7 +25,8 @@ CREATE TABLE IF NOT EXISTS inode (
     ctime   INTEGER NOT NULL,
     stored  INTEGER NOT NULL DEFAULT 0, -- bytes of pack records holding the data
     target  BLOB,                       -- symlink target
-    family  BLOB                        -- path with directory numbers as '#'
+    family  BLOB,                       -- path with directory numbers as '#'
+    ver     INTEGER NOT NULL DEFAULT 0  -- current version (version.id); 0: empty
 );
 -- Finds the previous checkpoint of a trainer that writes checkpoint-N/ trees.
 CREATE INDEX IF NOT EXISTS inode_family ON inode (family, mtime);
@@ -56,7 +64,8 @@ CREATE TABLE IF NOT EXISTS chunk (
     refs        INTEGER NOT NULL,
     base        INTEGER NOT NULL DEFAULT 0, -- chunk this is a delta against; 0: none
     depth       INTEGER NOT NULL DEFAULT 0, -- deltas between this and a keyframe
-    chain       INTEGER NOT NULL DEFAULT 0  -- stored bytes read to rebuild it
+    chain       INTEGER NOT NULL DEFAULT 0, -- stored bytes read to rebuild it
+    dead        INTEGER NOT NULL DEFAULT 0  -- when refs last fell to 0 (gc's grace)
 );
 
 -- Tensors of the committed content of ino, as the format parser found them:
@@ -71,14 +80,73 @@ CREATE TABLE IF NOT EXISTS tensor (
     PRIMARY KEY (ino, off)
 ) WITHOUT ROWID;
 
--- File content: the block of raw bytes at [off, off + chunk.raw_len) of
--- inode ino. Ranges not covered by an extent, below size, read as zeros.
+-- One row per committed version of a regular file. Each holds one
+-- reference on every chunk of its extents until it is pruned; a pruned row
+-- stays (state 2, no extents) so retention's ordinals stay stable.
+CREATE TABLE IF NOT EXISTS version (
+    id      INTEGER PRIMARY KEY AUTOINCREMENT,
+    ino     INTEGER NOT NULL,           -- the inode it is a version of
+    seq     INTEGER NOT NULL,           -- change that committed it
+    size    INTEGER NOT NULL,
+    mtime   INTEGER NOT NULL,
+    mode    INTEGER NOT NULL,
+    uid     INTEGER NOT NULL,
+    gid     INTEGER NOT NULL,
+    stored  INTEGER NOT NULL,           -- bytes of pack records of its extents
+    state   INTEGER NOT NULL DEFAULT 0  -- 0 kept; 1 provisional: committed by
+                                        -- fsync while still being written, so
+                                        -- the next commit replaces it; 2 pruned
+);
+CREATE INDEX IF NOT EXISTS version_ino ON version (ino, seq);
+
+-- Version content: the block of raw bytes at [off, off + chunk.raw_len) of
+-- version ver. Ranges not covered by an extent, below size, read as zeros.
 CREATE TABLE IF NOT EXISTS extent (
-    ino     INTEGER NOT NULL,
+    ver     INTEGER NOT NULL,
     off     INTEGER NOT NULL,
     chunk   INTEGER NOT NULL,
-    PRIMARY KEY (ino, off)
+    PRIMARY KEY (ver, off)
 ) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS extent_chunk ON extent (chunk);
+
+-- One row per sequence number: when that change was committed.
+CREATE TABLE IF NOT EXISTS change (
+    seq     INTEGER PRIMARY KEY,
+    time    INTEGER NOT NULL
+);
+
+-- Every directory entry there ever was, alive for born <= S < died (died
+-- NULL: alive now). mode and target are the inode's at link time: a view of
+-- the past still knows what a deleted entry was.
+CREATE TABLE IF NOT EXISTS dhist (
+    parent  INTEGER NOT NULL,
+    name    BLOB NOT NULL,
+    ino     INTEGER NOT NULL,
+    mode    INTEGER NOT NULL,
+    target  BLOB,
+    born    INTEGER NOT NULL,
+    died    INTEGER
+);
+CREATE INDEX IF NOT EXISTS dhist_name ON dhist (parent, name);
+CREATE INDEX IF NOT EXISTS dhist_ino ON dhist (ino);
+
+-- ckpt_seq() is the sequence number of the running transaction (fsmeta.c).
+CREATE TRIGGER IF NOT EXISTS dentry_born AFTER INSERT ON dentry BEGIN
+    INSERT INTO dhist (parent, name, ino, mode, target, born)
+        SELECT NEW.parent, NEW.name, NEW.ino, mode, target, ckpt_seq()
+        FROM inode WHERE ino = NEW.ino;
+END;
+CREATE TRIGGER IF NOT EXISTS dentry_died AFTER DELETE ON dentry BEGIN
+    UPDATE dhist SET died = ckpt_seq()
+        WHERE parent = OLD.parent AND name = OLD.name AND died IS NULL;
+END;
+CREATE TRIGGER IF NOT EXISTS dentry_moved AFTER UPDATE ON dentry BEGIN
+    UPDATE dhist SET died = ckpt_seq()
+        WHERE parent = OLD.parent AND name = OLD.name AND died IS NULL;
+    INSERT INTO dhist (parent, name, ino, mode, target, born)
+        SELECT NEW.parent, NEW.name, NEW.ino, mode, target, ckpt_seq()
+        FROM inode WHERE ino = NEW.ino;
+END;
 
 CREATE TABLE IF NOT EXISTS config (
     key     TEXT PRIMARY KEY,

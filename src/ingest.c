@@ -405,7 +405,7 @@ static int gather(struct store *st, struct node *n, struct fsm_extent **out, siz
     return 0;
 }
 
-static int commit_dirty(struct store *st, struct node *n, int durable)
+static int commit_dirty(struct store *st, struct node *n, int durable, int provisional)
 {
     /* A staging body outlives the commit while the file stays open, and is
     ** adopted after a crash: make it at least as new on disk as the version
@@ -418,7 +418,8 @@ static int commit_dirty(struct store *st, struct node *n, int durable)
     CK_TRY(gather(st, n, &v, &k));
     int rc = fsmeta_begin(st->meta, durable);
     if (rc == 0) {
-        rc = fsmeta_set_content(st->meta, n->ino, v, k, n->size, n->mtime, n->ctime);
+        rc = fsmeta_set_content(st->meta, n->ino, v, k, n->size, n->mtime, n->ctime,
+                                provisional);
         if (rc == 0 && n->cut) {
             size_t nt;
             const struct fsm_tensor *t = cutter_tensors(n->cut, &nt);
@@ -440,6 +441,7 @@ static int commit_dirty(struct store *st, struct node *n, int durable)
     n->csize = n->size;
     n->loaded = map != NULL; /* without memory: reload from meta.db later */
     n->dirty = 0;
+    n->provisional = provisional;
     return 0;
 }
 
@@ -447,10 +449,17 @@ int ingest_commit(struct store *st, struct node *n, int durable, int final)
 {
     pthread_mutex_lock(&n->mu);
     int rc = 0;
+    /* An fsync of a file still being written makes a provisional version, which
+    ** the next commit replaces: history keeps what writers closed. */
+    int provisional = durable && !final;
     if (n->mode != NODE_CLEAN && n->dirty)
-        rc = commit_dirty(st, n, durable);
+        rc = commit_dirty(st, n, durable, provisional);
     else if (durable)
         rc = fsmeta_sync(st->meta); /* an earlier commit may not be durable yet */
+    if (rc == 0 && !provisional && n->provisional) {
+        rc = fsmeta_keep_current(st->meta, n->ino);
+        if (rc == 0) n->provisional = 0;
+    }
     if (n->mode != NODE_CLEAN && final) {
         settle(n);
         if (rc < 0)

@@ -40,6 +40,7 @@ struct node {
 
     enum node_mode mode;
     int dirty;             /* changes since the last commit */
+    int provisional;       /* the last commit made a provisional version */
     uint64_t size;         /* current size while not clean */
     int64_t mtime, ctime;  /* times of the last change while not clean */
     int stage_fd;          /* NODE_STAGE */

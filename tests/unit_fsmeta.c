@@ -16,6 +16,7 @@
 #include "../src/common.h"
 #include "unit_util.h"
 
+#include <sqlite3.h>
 #include <sys/stat.h>
 
 static void db_path(char *out, const char *dir)
@@ -561,16 +562,30 @@ static int count_chunk(void *ctx, const struct fsm_chunk *c)
     return 0;
 }
 
+static int prune_one(void *ctx, const struct fsm_version *v)
+{
+    int rc = fsmeta_version_prune(ctx, v->id);
+    ck_assert(rc == 0 || rc == -EBUSY);
+    return 0;
+}
+
+/* Retention at its harshest: prune every version but the current ones. */
+static void prune_history(fsmeta *m)
+{
+    ck_assert_int_eq(fsmeta_versions(m, 0, prune_one, m), 0);
+}
+
 /* One extent of content for file f made of chunk c (id 0: new). */
 static void set_one(fsmeta *m, uint64_t f, struct fsm_chunk *c)
 {
     struct fsm_extent e = {.file_off = 0, .c = *c};
-    ck_assert_int_eq(fsmeta_set_content(m, f, &e, 1, c->raw_len, 5, 6), 0);
+    ck_assert_int_eq(fsmeta_set_content(m, f, &e, 1, c->raw_len, 5, 6, 0), 0);
     *c = e.c;
 }
 
-/* A delta holds its base alive after the base's own file is gone; when the
-** delta dies the base dies with it; a delta against a dead chunk revives it. */
+/* A delta holds its base alive after the base's version is pruned; when the
+** delta dies the base dies with it; a delta against a dead chunk revives it.
+** Files removed keep their content as history until it is pruned. */
 START_TEST(test_delta_refs)
 {
     char path[160];
@@ -591,9 +606,14 @@ START_TEST(test_delta_refs)
     ck_assert_uint_eq(got.depth, 1);
     ck_assert_uint_eq(got.chain, 70);
 
-    ck_assert_int_eq(fsmeta_rminode(m, f1), 0); /* a lives on as b's base */
+    ck_assert_int_eq(fsmeta_rminode(m, f1), 0);
+    ck_assert_int_eq(fsmeta_rminode(m, f2), 0);
+    check_stats(m, 2, 70); /* both are history now */
+    struct fsm_version v;
+    ck_assert_int_eq(fsmeta_version_at(m, f1, FSM_SEQ_NOW, &v), 0);
+    ck_assert_int_eq(fsmeta_version_prune(m, v.id), 0); /* a lives on as b's base */
     check_stats(m, 2, 70);
-    ck_assert_int_eq(fsmeta_rminode(m, f2), 0); /* b dies, and a with it */
+    prune_history(m); /* b dies, and a with it */
     check_stats(m, 0, 0);
     ck_assert_int_eq(fsmeta_chunk_get(m, a.id, &got), 0); /* rows stay: garbage */
 
@@ -681,7 +701,7 @@ START_TEST(test_set_content)
         {.file_off = 100, .c = chunk(2, 16, 100, 40, 1, 0x2222)},
     };
     ck_assert_int_eq(fsmeta_begin(m, 0), 0);
-    ck_assert_int_eq(fsmeta_set_content(m, f, e, 3, 300, 777, 888), 0);
+    ck_assert_int_eq(fsmeta_set_content(m, f, e, 3, 300, 777, 888, 0), 0);
     ck_assert_int_eq(fsmeta_commit(m), 0);
     for (int i = 0; i < 3; i++) ck_assert_uint_ne(e[i].c.id, 0);
     ck_assert_uint_ne(e[0].c.id, e[1].c.id);
@@ -722,9 +742,11 @@ START_TEST(test_set_content)
         {.file_off = 100, .c = chunk(3, 16, 50, 30, 1, 0x3333)},
     };
     uint64_t kept = e[1].c.id;
-    ck_assert_int_eq(fsmeta_set_content(m, f, e2, 2, 150, 1, 2), 0);
+    ck_assert_int_eq(fsmeta_set_content(m, f, e2, 2, 150, 1, 2, 0), 0);
     ck_assert_uint_eq(e2[0].c.id, kept);
     ck_assert_uint_ne(e2[1].c.id, 0);
+    check_stats(m, 4, 230); /* the first version is history */
+    prune_history(m);
     check_stats(m, 2, 130);
     ck_assert_int_eq(fsmeta_getattr(m, f, &a), 0);
     ck_assert_uint_eq(a.size, 150);
@@ -739,9 +761,10 @@ START_TEST(test_set_content)
     /* A chunk shared by two files lives while either uses it. */
     uint64_t g = mkfile(m);
     struct fsm_extent e3[1] = {{.file_off = 0, .c = e2[1].c}};
-    ck_assert_int_eq(fsmeta_set_content(m, g, e3, 1, 50, 1, 2), 0);
+    ck_assert_int_eq(fsmeta_set_content(m, g, e3, 1, 50, 1, 2, 0), 0);
     check_stats(m, 2, 130);
-    ck_assert_int_eq(fsmeta_set_content(m, f, NULL, 0, 0, 1, 2), 0);
+    ck_assert_int_eq(fsmeta_set_content(m, f, NULL, 0, 0, 1, 2, 0), 0);
+    prune_history(m);
     check_stats(m, 1, 30);
     ck_assert_int_eq(fsmeta_extents(m, f, &out, &n), 0);
     ck_assert_uint_eq(n, 0);
@@ -752,14 +775,153 @@ START_TEST(test_set_content)
     ck_assert_int_eq(fsmeta_getattr(m, g, &a), 0);
     ck_assert_uint_eq(a.stored, 30);
     /* Setting the same content again changes nothing. */
-    ck_assert_int_eq(fsmeta_set_content(m, g, e3, 1, 50, 1, 2), 0);
+    ck_assert_int_eq(fsmeta_set_content(m, g, e3, 1, 50, 1, 2, 0), 0);
+    prune_history(m);
     check_stats(m, 1, 30);
-    /* Removing the last user frees the chunk. */
+    /* Removing the last user, then its history, frees the chunk. */
     ck_assert_int_eq(fsmeta_rminode(m, g), 0);
+    check_stats(m, 1, 30);
+    prune_history(m);
     check_stats(m, 0, 0);
     cnt = 0;
     ck_assert_int_eq(fsmeta_chunks(m, count_chunk, &cnt), 0);
     ck_assert_int_eq(cnt, 0);
+    fsmeta_close(m);
+}
+END_TEST
+
+struct seen {
+    int n;
+    struct fsm_hentry last;
+    struct fsm_version ver[8];
+};
+
+static int see_entry(void *ctx, const struct fsm_hentry *e)
+{
+    struct seen *s = ctx;
+    s->n++;
+    s->last = *e;
+    return 0;
+}
+
+static int see_version(void *ctx, const struct fsm_version *v)
+{
+    struct seen *s = ctx;
+    ck_assert_int_lt(s->n, 8);
+    s->ver[s->n++] = *v;
+    return 0;
+}
+
+static int entries_at(fsmeta *m, uint64_t seq, const char *name, struct seen *s)
+{
+    *s = (struct seen){0};
+    ck_assert_int_eq(fsmeta_hist_at(m, seq, FSMETA_ROOT_INO, name, 0, see_entry, s), 0);
+    return s->n;
+}
+
+/* Versions and directory history: what the tree was at each sequence
+** number, provisional versions replaced, pruning refused for live content. */
+START_TEST(test_history)
+{
+    char path[160];
+    fsmeta *m = new_db(path);
+    uint64_t s0, s1, s2, s3, s4;
+    ck_assert_int_eq(fsmeta_seq_last(m, &s0), 0);
+    uint64_t f = mkfile(m);
+    ck_assert_int_eq(fsmeta_link(m, FSMETA_ROOT_INO, "a", f), 0);
+    struct fsm_chunk c1 = chunk(1, 16, 10, 10, 0, 1), c2 = chunk(1, 60, 10, 10, 0, 2);
+    set_one(m, f, &c1);
+    ck_assert_int_eq(fsmeta_seq_last(m, &s1), 0);
+    ck_assert_uint_gt(s1, s0);
+    struct fsm_extent e = {.file_off = 0, .c = c2};
+    ck_assert_int_eq(fsmeta_set_content(m, f, &e, 1, 10, 7, 7, 1), 0); /* fsync */
+    ck_assert_int_eq(fsmeta_keep_current(m, f), 0);                     /* closed */
+    ck_assert_int_eq(fsmeta_seq_last(m, &s2), 0);
+    ck_assert_int_eq(fsmeta_set_content(m, f, &e, 1, 20, 8, 8, 1), 0); /* fsync */
+    ck_assert_int_eq(fsmeta_set_content(m, f, &e, 1, 30, 9, 9, 0), 0); /* replaces it */
+    ck_assert_int_eq(fsmeta_move(m, FSMETA_ROOT_INO, "a", FSMETA_ROOT_INO, "b"), 0);
+    ck_assert_int_eq(fsmeta_seq_last(m, &s3), 0);
+    ck_assert_int_eq(fsmeta_unlink(m, FSMETA_ROOT_INO, "b"), 0);
+    ck_assert_int_eq(fsmeta_seq_last(m, &s4), 0);
+    ck_assert_uint_gt(s4, s3);
+
+    struct seen s;
+    ck_assert_int_eq(entries_at(m, s0, NULL, &s), 0);
+    ck_assert_int_eq(entries_at(m, s1, "a", &s), 1);
+    ck_assert_uint_eq(s.last.ino, f);
+    ck_assert(S_ISREG(s.last.mode));
+    ck_assert_int_eq(entries_at(m, s1, "b", &s), 0);
+    ck_assert_int_eq(entries_at(m, s3, NULL, &s), 1);
+    ck_assert_str_eq(s.last.name, "b");
+    ck_assert_int_eq(entries_at(m, s4, NULL, &s), 0);
+    s = (struct seen){0};
+    ck_assert_int_eq(fsmeta_hist_all(m, FSMETA_ROOT_INO, "b", see_entry, &s), 0);
+    ck_assert_int_eq(s.n, 1);
+    ck_assert_uint_eq(s.last.born, s3);
+    ck_assert_uint_eq(s.last.died, s4);
+
+    struct fsm_version v;
+    ck_assert_int_eq(fsmeta_version_at(m, f, s1, &v), 0);
+    ck_assert_uint_eq(v.size, 10);
+    ck_assert_int_eq(fsmeta_version_at(m, f, s2, &v), 0);
+    ck_assert_int_eq(v.mtime, 7);
+    ck_assert_int_eq(fsmeta_version_at(m, f, s0, &v), -ENOENT);
+    s = (struct seen){0};
+    ck_assert_int_eq(fsmeta_versions(m, f, see_version, &s), 0);
+    ck_assert_int_eq(s.n, 3); /* the provisional size-20 version is gone */
+    ck_assert_uint_eq(s.ver[1].size, 10);
+    ck_assert_uint_eq(s.ver[2].size, 30);
+    ck_assert_int_eq(s.ver[2].state, FSM_VER_KEPT);
+    ck_assert_int_gt(s.ver[2].time, 0);
+
+    /* The current version of a live file cannot be pruned. */
+    uint64_t g = mkfile(m);
+    ck_assert_int_eq(fsmeta_link(m, FSMETA_ROOT_INO, "g", g), 0);
+    set_one(m, g, &c1);
+    ck_assert_int_eq(fsmeta_version_at(m, g, FSM_SEQ_NOW, &v), 0);
+    ck_assert_int_eq(fsmeta_version_prune(m, v.id), -EBUSY);
+    ck_assert_int_eq(fsmeta_version_prune(m, s.ver[0].id), 0);
+    ck_assert_int_eq(fsmeta_version_get(m, s.ver[0].id, &v), 0);
+    ck_assert_int_eq(v.state, FSM_VER_PRUNED);
+    fsmeta_close(m);
+}
+END_TEST
+
+static void count_problem(void *ctx, const char *what)
+{
+    (void)what;
+    (*(int *)ctx)++;
+}
+
+/* fsck finds a wrong reference count and a wrong link count, and repairs both. */
+START_TEST(test_check_repair)
+{
+    char path[160];
+    fsmeta *m = new_db(path);
+    uint64_t f = mkfile(m);
+    ck_assert_int_eq(fsmeta_link(m, FSMETA_ROOT_INO, "f", f), 0);
+    struct fsm_chunk a = chunk(1, 16, 100, 60, 2, 11), b = chunk(1, 200, 100, 10, 2, 22);
+    set_one(m, f, &a);
+    b.base = a.id, b.depth = 1;
+    set_one(m, f, &b);
+    int n = 0;
+    ck_assert_int_eq(fsmeta_check(m, 0, count_problem, &n), 0);
+    ck_assert_int_eq(n, 0);
+    fsmeta_close(m);
+
+    sqlite3 *db;
+    ck_assert_int_eq(sqlite3_open(path, &db), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_exec(db, "UPDATE chunk SET refs=refs+3 WHERE base<>0;"
+                                      "UPDATE inode SET nlink=5 WHERE ino<>1", 0, 0, 0),
+                     SQLITE_OK);
+    sqlite3_close(db);
+    ck_assert_int_eq(fsmeta_open(path, 0, 0, 0, &m), 0);
+    ck_assert_int_eq(fsmeta_check(m, 0, count_problem, &n), 2);
+    ck_assert_int_eq(fsmeta_check(m, 1, count_problem, &n), 2);
+    ck_assert_int_eq(fsmeta_check(m, 0, count_problem, &n), 0);
+    struct fsm_attr at;
+    ck_assert_int_eq(fsmeta_getattr(m, f, &at), 0);
+    ck_assert_uint_eq(at.nlink, 1);
     fsmeta_close(m);
 }
 END_TEST
@@ -779,8 +941,8 @@ START_TEST(test_purge_orphans)
     ck_assert_int_eq(fsmeta_link(m, FSMETA_ROOT_INO, "live", live), 0);
     struct fsm_extent el[1] = {{0, chunk(1, 16, 10, 10, 0, 1)}};
     struct fsm_extent eo[2] = {{0, chunk(1, 100, 10, 7, 0, 2)}, {10, chunk(1, 200, 10, 5, 0, 3)}};
-    ck_assert_int_eq(fsmeta_set_content(m, live, el, 1, 10, 1, 1), 0);
-    ck_assert_int_eq(fsmeta_set_content(m, orphan, eo, 2, 20, 1, 1), 0);
+    ck_assert_int_eq(fsmeta_set_content(m, live, el, 1, 10, 1, 1, 0), 0);
+    ck_assert_int_eq(fsmeta_set_content(m, orphan, eo, 2, 20, 1, 1, 0), 0);
     ck_assert_int_eq(fsmeta_xattr_set(m, orphan, "user.o", "1", 1, 0), 0);
     check_stats(m, 3, 22);
     int files = 0;
@@ -802,6 +964,8 @@ START_TEST(test_purge_orphans)
     ck_assert_int_eq(fsmeta_getattr(m, live, &a), 0);
     ck_assert_int_eq(fsmeta_getattr(m, FSMETA_ROOT_INO, &a), 0);
     ck_assert_int_eq(fsmeta_xattr_get(m, orphan, "user.o", NULL, 0), -ENODATA);
+    check_stats(m, 3, 22); /* its content is history until pruned */
+    prune_history(m);
     check_stats(m, 1, 10);
     struct fsm_extent *out;
     size_t n;
@@ -865,7 +1029,7 @@ START_TEST(test_readonly)
     ck_assert_int_eq(fsmeta_link(m, FSMETA_ROOT_INO, "f", f), 0);
     ck_assert_int_eq(fsmeta_xattr_set(m, f, "user.k", "vv", 2, 0), 0);
     struct fsm_extent e[1] = {{0, chunk(1, 16, 10, 10, 0, 5)}};
-    ck_assert_int_eq(fsmeta_set_content(m, f, e, 1, 10, 1, 1), 0);
+    ck_assert_int_eq(fsmeta_set_content(m, f, e, 1, 10, 1, 1, 0), 0);
 
     /* Beside a live read-write handle (a tool next to a mount). */
     ck_assert_int_eq(fsmeta_open(path, 1, 0, 0, &ro), 0);
@@ -921,6 +1085,8 @@ int main(void)
     tcase_add_test(tc, test_purge_orphans);
     tcase_add_test(tc, test_readlink);
     tcase_add_test(tc, test_readonly);
+    tcase_add_test(tc, test_history);
+    tcase_add_test(tc, test_check_repair);
     suite_add_tcase(s, tc);
     return ut_run(s);
 }

@@ -1,0 +1,146 @@
+/*
+** fsmeta_int.h: what the files of the fsmeta module share, and nothing
+** outside it may include: the statement table, the handle, and the small
+** idioms every query uses (bind, step, reset, map errors).
+**
+** Each file owns the SQL of its statements (fsm_*_sql, indexed by the enum
+** below); fsmeta_open prepares them all once.
+*/
+#ifndef CKPT_FSMETA_INT_H
+#define CKPT_FSMETA_INT_H
+
+#include "fsmeta.h"
+#include "../src/common.h"
+
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum {
+    /* fsmeta.c: namespace, attributes, content */
+    S_GETATTR, S_SETATTR, S_MKINODE, S_RMINODE, S_RMXATTRS, S_READLINK,
+    S_LOOKUP, S_LINK, S_UNLINK, S_RELINK, S_MOVE, S_HASCHILD, S_READDIR,
+    S_XGET, S_XINS, S_XUPD, S_XLIST, S_XDEL,
+    S_EXTENTS, S_CHUNKINS, S_CHUNKREF, S_CHUNKGET, S_EXTINS,
+    S_TDEL, S_TINS, S_TLIST, S_FAMILY, S_SETFAMILY,
+    S_SETCONTENT, S_ORPHANS, S_CHUNKS, S_FILES, S_NAMEOF,
+    S_TOUCH, S_BEGIN, S_COMMIT, S_ROLLBACK, S_SYNC_FULL, S_SYNC_NORMAL,
+    S_NEXTSEQ, S_CHANGEINS, S_VERINS, S_VERCUR, S_VEREXT, S_VEREXTDEL,
+    S_VERSTATE, S_VERDEL, S_VERKEEP,
+    /* fsmeta_hist.c: versions, directory history, changes */
+    S_VERGET, S_VERAT, S_VERLIST, S_VERALL, S_HAT, S_HATNAME, S_HALL,
+    S_HALLNAME, S_HINO, S_HTARGET, S_SEQLAST, S_SEQATTIME, S_SEQTIME,
+    S_CHANGES, S_VERMIX, S_VERBASE,
+    /* fsmeta_check.c: consistency checks and garbage collection */
+    S_GCDEL, S_CHUNKMOVE, S_ALLCHUNKS, S_EXTCOUNT, S_SETREFS,
+    S_COUNT
+};
+
+extern const char *const fsm_core_sql[S_COUNT];
+extern const char *const fsm_hist_sql[S_COUNT];
+extern const char *const fsm_check_sql[S_COUNT];
+
+struct fsmeta {
+    sqlite3 *db;
+    sqlite3_stmt *st[S_COUNT];
+    pthread_mutex_t mu;
+    int readonly;
+    int depth;    /* nesting of fsmeta_begin; only the outermost talks to SQLite */
+    int abort;    /* an inner transaction rolled back: the outer one must too */
+    int64_t seq;  /* sequence number of the open write transaction */
+    int seq_used; /* it changed history: record the change at commit */
+};
+
+/* Map an SQLite result code to an errno, logging the unexpected ones. */
+static inline int sql_err(fsmeta *m, int rc)
+{
+    switch (rc & 0xff) {
+    case SQLITE_OK: case SQLITE_DONE: case SQLITE_ROW: return 0;
+    case SQLITE_FULL: return -ENOSPC;
+    case SQLITE_CONSTRAINT: return -EEXIST;
+    case SQLITE_NOMEM: return -ENOMEM;
+    case SQLITE_READONLY: return -EROFS;
+    default:
+        ck_log(CK_LOG_ERR, "sqlite: %s (%d)", sqlite3_errmsg(m->db), rc);
+        return -EIO;
+    }
+}
+
+static inline void lock(fsmeta *m) { pthread_mutex_lock(&m->mu); }
+static inline void unlock(fsmeta *m) { pthread_mutex_unlock(&m->mu); }
+
+/* Bind helpers: i64 / blob by index. */
+static inline sqlite3_stmt *stmt(fsmeta *m, int which) { return m->st[which]; }
+static inline void bind_i64(sqlite3_stmt *s, int i, int64_t v) { sqlite3_bind_int64(s, i, v); }
+static inline void bind_name(sqlite3_stmt *s, int i, const char *name)
+{
+    sqlite3_bind_blob(s, i, name, (int)strlen(name), SQLITE_STATIC);
+}
+
+/* Step a statement that returns no rows, then reset it. */
+static inline int run(fsmeta *m, sqlite3_stmt *s)
+{
+    int rc = sqlite3_step(s);
+    sqlite3_reset(s);
+    sqlite3_clear_bindings(s);
+    return rc == SQLITE_DONE ? 0 : sql_err(m, rc);
+}
+
+/* Finish a query statement (after reading rows). */
+static inline void done(sqlite3_stmt *s)
+{
+    sqlite3_reset(s);
+    sqlite3_clear_bindings(s);
+}
+
+static inline void read_chunk(sqlite3_stmt *s, int col, struct fsm_chunk *c)
+{
+    c->id = (uint64_t)sqlite3_column_int64(s, col);
+    c->pack = (uint32_t)sqlite3_column_int64(s, col + 1);
+    c->off = (uint64_t)sqlite3_column_int64(s, col + 2);
+    c->raw_len = (uint32_t)sqlite3_column_int64(s, col + 3);
+    c->stored_len = (uint32_t)sqlite3_column_int64(s, col + 4);
+    c->codec = (uint8_t)sqlite3_column_int64(s, col + 5);
+    c->hash = (uint64_t)sqlite3_column_int64(s, col + 6);
+    c->base = (uint64_t)sqlite3_column_int64(s, col + 7);
+    c->depth = (uint32_t)sqlite3_column_int64(s, col + 8);
+    c->chain = (uint64_t)sqlite3_column_int64(s, col + 9);
+}
+
+/* Make room for element len of the array *v (capacity *cap, elements of
+** size sz). -ENOMEM leaves the array as it was. */
+static inline int grow(void **v, size_t *cap, size_t len, size_t sz)
+{
+    if (len < *cap) return 0;
+    size_t ncap = *cap ? 2 * *cap : 16;
+    void *nv = realloc(*v, ncap * sz);
+    if (!nv) return -ENOMEM;
+    *v = nv;
+    *cap = ncap;
+    return 0;
+}
+
+/* Copy a BLOB column into buf (cap 0: length only); -ERANGE if it does not fit. */
+static inline int copy_blob(sqlite3_stmt *s, int col, void *buf, size_t cap)
+{
+    size_t n = (size_t)sqlite3_column_bytes(s, col);
+    if (cap == 0) return (int)n;
+    if (n > cap) return -ERANGE;
+    if (n) memcpy(buf, sqlite3_column_blob(s, col), n);
+    return (int)n;
+}
+
+/* The sequence number of the running write transaction; marks it used. */
+static inline int64_t cur_seq(fsmeta *m)
+{
+    m->seq_used = 1;
+    return m->seq;
+}
+
+/* Add d (+1 or -1) to a chunk's references, cascading to its base. */
+int fsm_chunk_ref(fsmeta *m, uint64_t id, int d);
+/* Release a version's chunks and delete its extent rows. */
+int fsm_release_version(fsmeta *m, uint64_t ver);
+
+#endif
