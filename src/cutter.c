@@ -48,15 +48,12 @@ void cutter_free(struct cutter *c)
     free(c);
 }
 
-void cutter_set_family(struct cutter *c, const char *path)
+void cutter_family_key(const char *path, char *out)
 {
     /* Numbers in directory names become '#': checkpoint-500/x and
     ** checkpoint-1000/x are one family; the file name is kept as it is. */
-    free(c->family);
-    c->family = malloc(strlen(path) + 1);
-    if (!c->family) return;
     const char *last = strrchr(path, '/');
-    char *w = c->family;
+    char *w = out;
     for (const char *r = path; *r;) {
         if (last && r < last && *r >= '0' && *r <= '9') {
             while (r < last && *r >= '0' && *r <= '9') r++;
@@ -66,6 +63,13 @@ void cutter_set_family(struct cutter *c, const char *path)
         }
     }
     *w = 0;
+}
+
+void cutter_set_family(struct cutter *c, const char *path)
+{
+    free(c->family);
+    c->family = malloc(strlen(path) + 1);
+    if (c->family) cutter_family_key(path, c->family);
 }
 
 const char *cutter_family(const struct cutter *c)

@@ -42,6 +42,8 @@ void cutter_free(struct cutter *c);
 ** directory names replaced by '#'. A trainer that writes checkpoint-N/
 ** trees writes one family; its latest member is the next one's base. */
 void cutter_set_family(struct cutter *c, const char *path);
+/* The family key of path into out (room for strlen(path) + 1 bytes). */
+void cutter_family_key(const char *path, char *out);
 const char *cutter_family(const struct cutter *c); /* NULL if unknown */
 
 /* Take over the base version: a reference on map and the malloc'd t[0..n);

@@ -113,29 +113,6 @@ static int load_committed(struct store *st, struct node *n, struct fsm_attr *out
     return 0;
 }
 
-/* Copy [off, off+len) of a file made of extents (sorted, holes between them)
-** into buf. */
-static int read_extents(struct store *st, const struct fsm_extent *ext, size_t next,
-                        uint8_t *buf, size_t len, uint64_t off)
-{
-    size_t lo = 0, hi = next; /* first extent ending after off */
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (ext[mid].file_off + ext[mid].c.raw_len <= off) lo = mid + 1; else hi = mid;
-    }
-    uint64_t end = off + len;
-    memset(buf, 0, len);
-    for (size_t i = lo; i < next && ext[i].file_off < end; i++) {
-        const struct fsm_extent *e = &ext[i];
-        if (e->c.raw_len == 0) continue;
-        uint64_t a = CK_MAX(off, e->file_off);
-        uint64_t b = CK_MIN(end, e->file_off + e->c.raw_len);
-        if (a >= b) continue;
-        CK_TRY(store_read_block(st, &e->c, a - e->file_off, b - a, buf + (a - off)));
-    }
-    return 0;
-}
-
 static void drop_stream(struct node *n)
 {
     free(n->tail);
@@ -536,7 +513,7 @@ static int read_dirty(struct store *st, struct node *n, uint8_t *buf, size_t len
         memset(buf + r, 0, len - (size_t)r);
         return 0;
     }
-    CK_TRY(read_extents(st, n->pend, n->npend, buf, len, off));
+    CK_TRY(store_read_range(st, n->pend, n->npend, buf, len, off));
     uint64_t tstart = n->send - n->tail_len, end = off + len;
     uint64_t a = CK_MAX(off, tstart), b = CK_MIN(end, n->send);
     if (a < b) memcpy(buf + (a - off), n->tail + (a - tstart), b - a);
@@ -561,7 +538,7 @@ int ingest_read(struct store *st, struct node *n, void *buf, size_t len,
     extmap_get(m);
     prefetch(st, n, m, off, off + *got);
     pthread_mutex_unlock(&n->mu);
-    rc = read_extents(st, m->e, m->n, buf, *got, off);
+    rc = store_read_range(st, m->e, m->n, buf, *got, off);
     extmap_put(m);
     return rc;
 }

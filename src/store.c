@@ -288,3 +288,25 @@ int store_stage_remove(struct store *st, uint64_t ino)
     if (unlinkat(st->stagefd, name, 0) < 0 && errno != ENOENT) return -errno;
     return 0;
 }
+
+int store_read_range(struct store *st, const struct fsm_extent *ext, size_t next,
+                     void *dst, size_t len, uint64_t off)
+{
+    size_t lo = 0, hi = next; /* first extent ending after off */
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (ext[mid].file_off + ext[mid].c.raw_len <= off) lo = mid + 1; else hi = mid;
+    }
+    uint8_t *buf = dst;
+    uint64_t end = off + len;
+    memset(buf, 0, len);
+    for (size_t i = lo; i < next && ext[i].file_off < end; i++) {
+        const struct fsm_extent *e = &ext[i];
+        if (e->c.raw_len == 0) continue;
+        uint64_t a = CK_MAX(off, e->file_off);
+        uint64_t b = CK_MIN(end, e->file_off + e->c.raw_len);
+        if (a >= b) continue;
+        CK_TRY(store_read_block(st, &e->c, a - e->file_off, b - a, buf + (a - off)));
+    }
+    return 0;
+}

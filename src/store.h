@@ -79,6 +79,10 @@ int store_put_block(struct store *st, const void *raw, size_t len,
 /* Copy [off, off+len) of the block of c into dst, through the cache. */
 int store_read_block(struct store *st, const struct fsm_chunk *c, size_t off,
                      size_t len, void *dst);
+/* Copy [off, off+len) of content made of ext[0..n) (sorted by offset, holes
+** between them reading as zeros) into dst, through the cache. */
+int store_read_range(struct store *st, const struct fsm_extent *ext, size_t n,
+                     void *dst, size_t len, uint64_t off);
 /* Decode a block into the cache unless it is there already. */
 void store_prefetch_block(struct store *st, const struct fsm_chunk *c);
 /* Read and check a whole block without the cache (verification tools). */
