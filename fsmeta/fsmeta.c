@@ -629,7 +629,7 @@ static int extents_by(fsmeta *m, int which, uint64_t id, struct fsm_extent **out
     size_t len = 0, cap = 0;
     int rc;
     while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-        if ((rc = grow((void **)&v, &cap, len, sizeof *v)) < 0) break;
+        if ((rc = ck_grow((void **)&v, &cap, len, sizeof *v)) < 0) break;
         v[len].file_off = (uint64_t)sqlite3_column_int64(s, 0);
         read_chunk(s, 1, &v[len].c);
         len++;
@@ -912,7 +912,7 @@ int fsmeta_tensors(fsmeta *m, uint64_t ino, struct fsm_tensor **out, size_t *n)
     size_t len = 0, cap = 0;
     int rc;
     while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-        if ((rc = grow((void **)&v, &cap, len, sizeof *v)) < 0) break;
+        if ((rc = ck_grow((void **)&v, &cap, len, sizeof *v)) < 0) break;
         struct fsm_tensor *t = &v[len++];
         t->off = (uint64_t)sqlite3_column_int64(s, 0);
         t->len = (uint64_t)sqlite3_column_int64(s, 1);

@@ -102,7 +102,7 @@ struct load { struct cref *v; size_t n, cap; int err; };
 static int load_one(void *ctx, const struct fsm_chunk *c, int64_t refs)
 {
     struct load *l = ctx;
-    if ((l->err = grow((void **)&l->v, &l->cap, l->n, sizeof *l->v)) < 0) return 1;
+    if ((l->err = ck_grow((void **)&l->v, &l->cap, l->n, sizeof *l->v)) < 0) return 1;
     l->v[l->n++] = (struct cref){(int64_t)c->id, (int64_t)c->base, refs, 0};
     return 0;
 }

@@ -108,18 +108,6 @@ static inline void read_chunk(sqlite3_stmt *s, int col, struct fsm_chunk *c)
     c->chain = (uint64_t)sqlite3_column_int64(s, col + 9);
 }
 
-/* Make room for element len of the array *v (capacity *cap, elements of
-** size sz). -ENOMEM leaves the array as it was. */
-static inline int grow(void **v, size_t *cap, size_t len, size_t sz)
-{
-    if (len < *cap) return 0;
-    size_t ncap = *cap ? 2 * *cap : 16;
-    void *nv = realloc(*v, ncap * sz);
-    if (!nv) return -ENOMEM;
-    *v = nv;
-    *cap = ncap;
-    return 0;
-}
 
 /* Copy a BLOB column into buf (cap 0: length only); -ERANGE if it does not fit. */
 static inline int copy_blob(sqlite3_stmt *s, int col, void *buf, size_t cap)

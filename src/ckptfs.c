@@ -159,7 +159,7 @@ int main(int argc, char **argv)
                 rc == -EBUSY ? " (already mounted by another ckptfs)" : "");
         return 1;
     }
-    if (node_table_create(&fs.nodes) < 0) return 1;
+    if (node_table_create(&fs.nodes) < 0 || hview_create(fs.st, &fs.view) < 0) return 1;
     int ret = 1;
     struct fuse_session *se = fuse_session_new(&args, &fs_ops, sizeof fs_ops, &fs);
     if (se) {
@@ -167,6 +167,7 @@ int main(int argc, char **argv)
         fuse_session_destroy(se);
     }
     node_table_destroy(fs.nodes);
+    hview_destroy(fs.view);
     store_close(fs.st);
     free(o.mountpoint);
     free(cli.store);

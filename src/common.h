@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <stdint.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <time.h>
 
 #define CK_TRY(expr)                                                        \
@@ -40,6 +41,19 @@ static inline int64_t ck_now_ns(void)
 }
 
 /* Little-endian stores and loads, for on-disk headers. */
+/* Make room for element len of the array *v (capacity *cap, elements of
+** size sz). -ENOMEM leaves the array as it was. */
+static inline int ck_grow(void **v, size_t *cap, size_t len, size_t sz)
+{
+    if (len < *cap) return 0;
+    size_t ncap = *cap ? 2 * *cap : 16;
+    void *nv = realloc(*v, ncap * sz);
+    if (!nv) return -ENOMEM;
+    *v = nv;
+    *cap = ncap;
+    return 0;
+}
+
 static inline void ck_put32(uint8_t *p, uint32_t v)
 {
     for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));

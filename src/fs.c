@@ -7,6 +7,7 @@
 */
 #include "fs.h"
 #include "common.h"
+#include "history.h"
 #include "ingest.h"
 
 #include <dirent.h>
@@ -44,6 +45,27 @@ struct handle {
 static int name_ok(const char *name)
 {
     return strlen(name) > NAME_MAX ? -ENAMETOOLONG : 0;
+}
+
+/* The history view is read-only, and its name in the root is taken. */
+static int view_ro(uint64_t ino) { return hview_owns(ino) ? -EROFS : 0; }
+
+static int reserved(uint64_t parent, const char *name)
+{
+    return parent == FSMETA_ROOT_INO && strcmp(name, HVIEW_NAME) == 0;
+}
+
+/* Errors for creating name in parent, or for changing either. */
+static int may_create(uint64_t parent, const char *name)
+{
+    CK_TRY(view_ro(parent));
+    return reserved(parent, name) ? -EEXIST : name_ok(name);
+}
+
+static int may_remove(uint64_t parent, const char *name)
+{
+    CK_TRY(view_ro(parent));
+    return reserved(parent, name) ? -EROFS : name_ok(name);
 }
 
 static int end_txn(fsmeta *m, int rc)
@@ -116,6 +138,7 @@ static int get_attr(struct fs *fs, uint64_t ino, struct fsm_attr *a)
 
 static int get_stat(struct fs *fs, uint64_t ino, struct stat *sb)
 {
+    if (hview_owns(ino)) return hview_getattr(fs->view, ino, sb);
     struct fsm_attr a;
     CK_TRY(get_attr(fs, ino, &a));
     fill_stat(&a, sb);
@@ -161,7 +184,7 @@ static int make_node(fuse_req_t req, uint64_t parent, const char *name, mode_t m
 {
     fsmeta *m = FS(req)->st->meta;
     const struct fuse_ctx *ctx = fuse_req_ctx(req);
-    CK_TRY(name_ok(name));
+    CK_TRY(may_create(parent, name));
     CK_TRY(fsmeta_begin(m, 0));
     struct fsm_attr d, a;
     uint64_t old;
@@ -223,9 +246,27 @@ static void tune_once(struct fs *fs)
         ck_log(CK_LOG_INFO, "cannot set readahead (%s): %s", fs->ra_path, strerror(errno));
 }
 
+static void view_entry(fuse_req_t req, uint64_t parent, const char *name)
+{
+    struct fuse_entry_param e;
+    memset(&e, 0, sizeof e);
+    int rc = hview_lookup(FS(req)->view, parent, name, &e.attr);
+    if (rc < 0) {
+        fuse_reply_err(req, -rc);
+        return;
+    }
+    e.ino = e.attr.st_ino;
+    e.attr_timeout = e.entry_timeout = FS(req)->timeout;
+    fuse_reply_entry(req, &e);
+}
+
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
     tune_once(FS(req));
+    if (hview_owns(parent) || reserved(parent, name)) {
+        view_entry(req, parent, name);
+        return;
+    }
     uint64_t ino;
     int rc = name_ok(name);
     if (rc == 0) rc = fsmeta_lookup(FS(req)->st->meta, parent, name, &ino);
@@ -238,6 +279,10 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 
 static void forget_one(struct fs *fs, uint64_t ino, uint64_t nlookup)
 {
+    if (hview_owns(ino)) {
+        hview_forget(fs->view, ino, nlookup);
+        return;
+    }
     struct node *n = node_find(fs->nodes, ino);
     if (!n) return;
     node_add(fs->nodes, n, -(int64_t)nlookup, 0, 0);
@@ -341,7 +386,8 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
                        struct fuse_file_info *fi)
 {
     (void)fi;
-    int rc = do_setattr(req, ino, attr, to_set);
+    int rc = view_ro(ino);
+    if (rc == 0) rc = do_setattr(req, ino, attr, to_set);
     struct stat sb;
     if (rc == 0) rc = get_stat(FS(req), ino, &sb);
     if (rc < 0) fuse_reply_err(req, -rc); else fuse_reply_attr(req, &sb, FS(req)->timeout);
@@ -351,7 +397,8 @@ static void op_readlink(fuse_req_t req, fuse_ino_t ino)
 {
     char buf[PATH_MAX + 1];
     size_t len;
-    int rc = fsmeta_readlink(FS(req)->st->meta, ino, buf, PATH_MAX, &len);
+    int rc = hview_owns(ino) ? hview_readlink(FS(req)->view, ino, buf, PATH_MAX, &len)
+                             : fsmeta_readlink(FS(req)->st->meta, ino, buf, PATH_MAX, &len);
     if (rc < 0) {
         fuse_reply_err(req, -rc);
         return;
@@ -417,7 +464,7 @@ static void do_remove(fuse_req_t req, fuse_ino_t parent, const char *name, int d
     fsmeta *m = FS(req)->st->meta;
     uint64_t ino = 0;
     uint32_t nlink = 1;
-    int rc = name_ok(name);
+    int rc = may_remove(parent, name);
     if (rc == 0) rc = fsmeta_begin(m, 0);
     if (rc == 0) rc = end_txn(m, remove_entry(m, parent, name, dir, &ino, &nlink));
     if (rc == 0 && nlink == 0) maybe_reap(FS(req), ino);
@@ -507,7 +554,8 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
     uint64_t victim = 0;
     int rc = flags & ~(unsigned)(RENAME_NOREPLACE | RENAME_EXCHANGE) ? -EINVAL : 0;
     if ((flags & RENAME_NOREPLACE) && (flags & RENAME_EXCHANGE)) rc = -EINVAL;
-    if (rc == 0) rc = name_ok(newname);
+    if (rc == 0) rc = may_remove(parent, name);
+    if (rc == 0) rc = may_remove(newparent, newname);
     if (rc == 0) rc = fsmeta_begin(m, 0);
     if (rc == 0) rc = end_txn(m, do_rename(m, parent, name, newparent, newname, flags,
                                            &victim));
@@ -533,7 +581,8 @@ static int do_link(fsmeta *m, uint64_t ino, uint64_t parent, const char *name)
 static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
 {
     fsmeta *m = FS(req)->st->meta;
-    int rc = name_ok(newname);
+    int rc = view_ro(ino);
+    if (rc == 0) rc = may_create(newparent, newname);
     if (rc == 0) rc = fsmeta_begin(m, 0);
     if (rc == 0) rc = end_txn(m, do_link(m, ino, newparent, newname));
     if (rc < 0) fuse_reply_err(req, -rc); else reply_entry(req, ino);
@@ -568,8 +617,21 @@ static int open_node(struct fs *fs, uint64_t ino, struct fuse_file_info *fi)
     return rc;
 }
 
+/* A file of the history view: no handle, the page cache kept (it never changes). */
+static void view_open(fuse_req_t req, uint64_t ino, struct fuse_file_info *fi)
+{
+    int rc = writable(fi) || (fi->flags & O_TRUNC) ? -EROFS : hview_open(FS(req)->view, ino);
+    fi->fh = 0;
+    fi->keep_cache = 1;
+    if (rc < 0) fuse_reply_err(req, -rc); else fuse_reply_open(req, fi);
+}
+
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+    if (hview_owns(ino)) {
+        view_open(req, ino, fi);
+        return;
+    }
     struct fsm_attr a;
     int rc = fsmeta_getattr(FS(req)->st->meta, ino, &a);
     if (rc == 0 && S_ISDIR(a.mode)) rc = -EISDIR;
@@ -595,10 +657,11 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                     struct fuse_file_info *fi)
 {
-    (void)ino;
     uint8_t *buf = malloc(size ? size : 1);
     size_t got = 0;
-    int rc = buf ? ingest_read(FS(req)->st, NODE(fi), buf, size, (uint64_t)off, &got) : -ENOMEM;
+    int rc = !buf ? -ENOMEM
+             : hview_owns(ino) ? hview_read(FS(req)->view, ino, buf, size, (uint64_t)off, &got)
+             : ingest_read(FS(req)->st, NODE(fi), buf, size, (uint64_t)off, &got);
     if (rc < 0) fuse_reply_err(req, -rc); else fuse_reply_buf(req, (char *)buf, got);
     free(buf);
 }
@@ -613,16 +676,18 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 
 static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-    (void)ino;
     /* close(2) waits for flush: commit here so its errors reach the writer. */
-    int rc = HANDLE(fi)->writer ? ingest_commit(FS(req)->st, NODE(fi), 0, 0) : 0;
+    int rc = !hview_owns(ino) && HANDLE(fi)->writer ? ingest_commit(FS(req)->st, NODE(fi), 0, 0) : 0;
     fuse_reply_err(req, -rc);
 }
 
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-    (void)ino;
     struct fs *fs = FS(req);
+    if (hview_owns(ino)) {
+        fuse_reply_err(req, 0);
+        return;
+    }
     struct handle *h = HANDLE(fi);
     struct node *n = h->n;
     n = node_pin(fs->nodes, n->ino); /* keep it while the handle goes */
@@ -635,15 +700,17 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 
 static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
 {
-    (void)ino;
     (void)datasync;
-    fuse_reply_err(req, -ingest_commit(FS(req)->st, NODE(fi), 1, 0));
+    fuse_reply_err(req, hview_owns(ino) ? 0 : -ingest_commit(FS(req)->st, NODE(fi), 1, 0));
 }
 
 static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     struct fsm_attr a;
-    int rc = get_dir(FS(req)->st->meta, ino, &a);
+    struct stat sb;
+    int rc = !hview_owns(ino) ? get_dir(FS(req)->st->meta, ino, &a)
+             : hview_getattr(FS(req)->view, ino, &sb) < 0 ? -ESTALE
+             : S_ISDIR(sb.st_mode) ? 0 : -ENOTDIR;
     fi->fh = 0;
     if (rc < 0) fuse_reply_err(req, -rc); else fuse_reply_open(req, fi);
 }
@@ -691,12 +758,35 @@ static int dirent_cb(void *ctx, int64_t cookie, const char *name, uint64_t ino)
     return add_dirent(ctx, name, ino, cookie + 2);
 }
 
+/* An entry of the history view, its attributes given. */
+static int view_dirent(void *ctx, const char *name, const struct stat *sb, uint64_t cookie)
+{
+    struct dirbuf *b = ctx;
+    size_t room = b->size - b->len, need;
+    if (b->plus) {
+        struct fuse_entry_param e = {.ino = sb->st_ino, .attr = *sb};
+        e.attr_timeout = e.entry_timeout = b->fs->timeout;
+        need = fuse_add_direntry_plus(b->req, b->buf + b->len, room, name, &e, (off_t)cookie);
+    } else {
+        need = fuse_add_direntry(b->req, b->buf + b->len, room, name, sb, (off_t)cookie);
+    }
+    if (need > room) return 1;
+    b->len += need;
+    return 0;
+}
+
 static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, int plus)
 {
     struct fs *fs = FS(req);
     struct dirbuf b = {req, fs, malloc(size), size, 0, plus, 0};
     if (!b.buf) {
         fuse_reply_err(req, ENOMEM);
+        return;
+    }
+    if (hview_owns(ino)) {
+        int rc = hview_readdir(fs->view, ino, (uint64_t)off, plus, view_dirent, &b);
+        if (rc < 0) fuse_reply_err(req, -rc); else fuse_reply_buf(req, b.buf, b.len);
+        free(b.buf);
         return;
     }
     uint64_t parent = ino;
@@ -746,6 +836,8 @@ static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 /* Which xattr namespaces we store; system.* (ACLs) is not supported. */
 static int xattr_name_ok(fsmeta *m, uint64_t ino, const char *name)
 {
+    CK_TRY(view_ro(ino));
+    if (history_is_xattr(name)) return -EPERM; /* computed, not stored */
     if (strncmp(name, "user.", 5) == 0) {
         struct fsm_attr a;
         CK_TRY(fsmeta_getattr(m, ino, &a));
@@ -787,18 +879,54 @@ static void reply_xattr(fuse_req_t req, size_t size, int rc, const char *buf)
     else fuse_reply_buf(req, buf, (size_t)rc);
 }
 
+/* The version whose user.ckptfs.* a regular file shows; -ENODATA for others. */
+static int shown_version(struct fs *fs, uint64_t ino, uint64_t *ver)
+{
+    if (hview_owns(ino)) return hview_version(fs->view, ino, ver) < 0 ? -ENODATA : 0;
+    struct fsm_attr a;
+    CK_TRY(fsmeta_getattr(fs->st->meta, ino, &a));
+    if (!S_ISREG(a.mode)) return -ENODATA;
+    struct fsm_version v;
+    int rc = fsmeta_version_at(fs->st->meta, ino, FSM_SEQ_NOW, &v);
+    *ver = rc == 0 ? v.id : 0;
+    return rc == -ENOENT ? 0 : rc;
+}
+
+static int get_xattr(struct fs *fs, uint64_t ino, const char *name, char *buf, size_t size)
+{
+    uint64_t ver;
+    if (history_is_xattr(name)) {
+        CK_TRY(shown_version(fs, ino, &ver));
+        return history_xattr(fs->st->meta, ver, name, buf, size);
+    }
+    return hview_owns(ino) ? -ENODATA : fsmeta_xattr_get(fs->st->meta, ino, name, buf, size);
+}
+
 static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
     char *buf = size ? malloc(size) : NULL;
-    int rc = size && !buf ? -ENOMEM : fsmeta_xattr_get(FS(req)->st->meta, ino, name, buf, size);
+    int rc = size && !buf ? -ENOMEM : get_xattr(FS(req), ino, name, buf, size);
     reply_xattr(req, size, rc, buf);
     free(buf);
+}
+
+/* Stored names (live files), then the user.ckptfs.* ones (regular files). */
+static int list_xattr(struct fs *fs, uint64_t ino, char *buf, size_t size)
+{
+    int len = hview_owns(ino) ? 0 : fsmeta_xattr_list(fs->st->meta, ino, buf, size);
+    uint64_t ver;
+    if (len < 0 || shown_version(fs, ino, &ver) < 0) return len;
+    size_t total = (size_t)len + HISTORY_XATTRS_LEN;
+    if (size == 0) return (int)total;
+    if (total > size) return -ERANGE;
+    memcpy(buf + len, HISTORY_XATTRS, HISTORY_XATTRS_LEN);
+    return (int)total;
 }
 
 static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
     char *buf = size ? malloc(size) : NULL;
-    int rc = size && !buf ? -ENOMEM : fsmeta_xattr_list(FS(req)->st->meta, ino, buf, size);
+    int rc = size && !buf ? -ENOMEM : list_xattr(FS(req), ino, buf, size);
     reply_xattr(req, size, rc, buf);
     free(buf);
 }
@@ -806,7 +934,8 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
     fsmeta *m = FS(req)->st->meta;
-    int rc = fsmeta_begin(m, 0);
+    int rc = xattr_name_ok(m, ino, name);
+    if (rc == 0) rc = fsmeta_begin(m, 0);
     if (rc == 0) {
         rc = fsmeta_xattr_remove(m, ino, name);
         if (rc == 0) rc = touch_ctime(m, ino);
@@ -818,7 +947,13 @@ static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 static void op_access(fuse_req_t req, fuse_ino_t ino, int mask)
 {
     struct fsm_attr a;
-    int rc = fsmeta_getattr(FS(req)->st->meta, ino, &a);
+    struct stat sb;
+    int rc = hview_owns(ino) ? hview_getattr(FS(req)->view, ino, &sb)
+                             : fsmeta_getattr(FS(req)->st->meta, ino, &a);
+    if (rc == 0 && hview_owns(ino)) {
+        a = (struct fsm_attr){.mode = sb.st_mode, .uid = sb.st_uid, .gid = sb.st_gid};
+        if (mask & W_OK) rc = -EROFS;
+    }
     const struct fuse_ctx *c = fuse_req_ctx(req);
     if (rc == 0 && mask != F_OK) {
         unsigned bits;

@@ -5,6 +5,9 @@
 ** (fsmeta) and file content calls (ingest), and answers with the errno they
 ** return. Namespace changes commit at once; file content commits on close
 ** and fsync (ingest.h).
+**
+** Inodes of the history view (hview.h) are told apart by their numbers:
+** reads go to the view, any change is refused with EROFS.
 */
 #ifndef CKPT_FS_H
 #define CKPT_FS_H
@@ -12,12 +15,14 @@
 #define FUSE_USE_VERSION 314
 #include <fuse_lowlevel.h>
 
+#include "hview.h"
 #include "node.h"
 #include "store.h"
 
 struct fs {
     struct store *st;
     node_table *nodes;
+    hview *view;    /* MOUNT/.ckptfs */
     double timeout; /* attribute and entry cache, seconds */
     char ra_path[128];     /* sysfs readahead file of the mount ("" unknown) */
     unsigned long ra_kib;  /* readahead to set there once INIT is done */

@@ -426,9 +426,11 @@ int ingest_commit(struct store *st, struct node *n, int durable, int final)
 {
     pthread_mutex_lock(&n->mu);
     int rc = 0;
-    /* An fsync of a file still being written makes a provisional version, which
-    ** the next commit replaces: history keeps what writers closed. */
-    int provisional = durable && !final;
+    /* A commit while writers remain (fsync, or flush: close of one of possibly
+    ** many descriptors, as a shell's dup2 does) makes a provisional version,
+    ** which the next commit replaces: history keeps what the last writer
+    ** closed, and the final release promotes it. */
+    int provisional = !final;
     if (n->mode != NODE_CLEAN && n->dirty)
         rc = commit_dirty(st, n, durable, provisional);
     else if (durable)
