@@ -1,48 +1,93 @@
 /*
-** ckptctl.c: the ckptfs admin tool. Works on an unmounted store, and beside
-** a live mount (it opens the store read-only; SQLite WAL lets it read while
-** the daemon writes).
+** ckptctl.c: the ckptfs admin tool (see ckptctl(1)).
 **
-**   ckptctl stats [--json] [--files] STORE
+**   ckptctl stats  [--json] [--files] STORE
+**   ckptctl log    [--json] STORE PATH
+**   ckptctl cat    STORE PATH[@SEQ]
+**   ckptctl verify [--json] STORE
+**   ckptctl fsck   [--json] [--repair] STORE
+**   ckptctl prune  [--json] [--dry-run] [--keep-last N] [--keep-every N]
+**                  [--keep-within DURATION] STORE
+**   ckptctl gc     [--json] [--grace DURATION] [--threshold PERCENT] STORE
+**   ckptctl import [--json] STORE DIR [DEST]
 **
-** Exit codes: 0 success, 1 the operation failed, 2 usage error.
+** Reading commands open the store read-only and work beside a live mount
+** (SQLite WAL lets them read while the daemon writes). prune changes only
+** metadata, through SQLite transactions, so it works beside a mount too.
+** fsck --repair, gc and import need the store unmounted: they take its lock.
+**
+** Exit codes: 0 success, 1 the operation failed, 2 usage error, 3 problems
+** found (verify, fsck), 4 the store is mounted (a command that needs it not).
 */
 #include "config.h"
 #include "common.h"
+#include "gc.h"
+#include "history.h"
+#include "import.h"
 #include "store.h"
 
 #include <getopt.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
-static void usage(FILE *f)
-{
-    fprintf(f,
-            "usage: ckptctl COMMAND [options] STORE\n\n"
-            "Inspect and maintain a ckptfs store (mounted or not).\n\n"
-            "commands:\n"
-            "  stats [--json] [--files] STORE\n"
-            "        totals: files, bytes written, bytes stored, ratio, packs;\n"
-            "        --files adds one line per file with its own ratio\n\n"
-            "options:\n"
-            "  -h, --help      this help\n"
-            "  -V, --version   print the version\n\n"
-            "exit status: 0 success, 1 failure, 2 usage error\n");
-}
+enum { EX_OK = 0, EX_FAIL = 1, EX_USAGE = 2, EX_PROBLEMS = 3, EX_BUSY = 4 };
 
-struct pack_totals {
-    uint64_t packs, bytes;
+static const char usage_text[] =
+    "usage: ckptctl COMMAND [options] STORE [args]\n\n"
+    "Inspect and maintain a ckptfs store (mounted or not).\n\n"
+    "commands:\n"
+    "  stats  [--json] [--files] STORE\n"
+    "         totals: files, bytes, versions kept, bytes stored, ratio, packs;\n"
+    "         --files adds one line per live file with its own ratio\n"
+    "  log    [--json] STORE PATH\n"
+    "         every version PATH showed: change, time, size, stored, codec, base\n"
+    "  cat    STORE PATH[@SEQ]\n"
+    "         the exact bytes of PATH (its latest version, or the one committed\n"
+    "         by change SEQ) to standard output\n"
+    "  verify [--json] STORE\n"
+    "         read and hash-check every block in use\n"
+    "  fsck   [--json] [--repair] STORE\n"
+    "         check metadata (reference and link counts, chains, namespace) and\n"
+    "         that every block's pack record exists; --repair fixes what it can\n"
+    "  prune  [--json] [--dry-run] [--keep-last N] [--keep-every N]\n"
+    "         [--keep-within DURATION] STORE\n"
+    "         drop old versions no rule keeps (DURATION: 30s, 15m, 12h, 7d, 2w)\n"
+    "  gc     [--json] [--grace DURATION] [--threshold PERCENT] STORE\n"
+    "         reclaim space: unreferenced blocks, and packs less than PERCENT\n"
+    "         live (default 50) rewritten; spares what changed within the grace\n"
+    "         period (default 10m)\n"
+    "  import [--json] STORE DIR [DEST]\n"
+    "         copy the tree DIR into the store at DEST (default /), as a mount\n"
+    "         would store it\n\n"
+    "options:\n"
+    "  -h, --help      this help (also after a command)\n"
+    "  -V, --version   print the version\n\n"
+    "exit status: 0 success, 1 failure, 2 usage error, 3 problems found\n"
+    "(verify, fsck), 4 store mounted (fsck --repair, gc, import need it not)\n";
+
+struct opts {
+    int json, files, repair, dry_run;
+    struct hist_policy keep;
+    int64_t grace_ns;
+    double threshold;
+    int have_rule;
 };
 
-static void count_packs(struct store *st, struct pack_totals *t)
+static int fail(int code, const char *fmt, ...)
 {
-    *t = (struct pack_totals){0};
-    for (uint32_t id = 1; id <= pack_max_id(st->packs); id++) {
-        uint64_t sz;
-        if (pack_size(st->packs, id, &sz) == 0) t->packs++, t->bytes += sz;
-    }
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("ckptctl: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    return code;
 }
 
 static double ratio(uint64_t logical, uint64_t stored)
@@ -50,7 +95,6 @@ static double ratio(uint64_t logical, uint64_t stored)
     return stored ? (double)logical / (double)stored : 0.0;
 }
 
-/* Path of ino from the root, built from parent links (for reports). */
 /* Print s as a JSON string: quotes, backslashes and control bytes escaped. */
 static void json_str(const char *s)
 {
@@ -62,6 +106,28 @@ static void json_str(const char *s)
     }
     putchar('"');
 }
+
+static void iso_time(int64_t ns, char *buf, size_t cap)
+{
+    time_t s = (time_t)(ns / 1000000000);
+    struct tm tm;
+    gmtime_r(&s, &tm);
+    strftime(buf, cap, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+/* A progress line on stderr when it is a terminal. */
+static void progress(const char *what, uint64_t done, uint64_t total)
+{
+    static int tty = -1;
+    if (tty < 0) tty = isatty(STDERR_FILENO);
+    if (!tty || !total) return;
+    fprintf(stderr, "\r%s: %llu/%llu (%3.0f%%)", what, (unsigned long long)done,
+            (unsigned long long)total, 100.0 * (double)done / (double)total);
+    if (done == total) fputc('\n', stderr);
+    fflush(stderr);
+}
+
+/* ---- stats ---- */
 
 struct file_ctx {
     fsmeta *m;
@@ -85,86 +151,476 @@ static int print_file(void *vctx, uint64_t ino, uint64_t size, uint64_t stored)
     return 0;
 }
 
-static int cmd_stats(struct store *st, int json, int files)
+static void count_packs(struct store *st, uint64_t *packs, uint64_t *bytes)
+{
+    *packs = *bytes = 0;
+    for (uint32_t id = 1; id <= pack_max_id(st->packs); id++) {
+        uint64_t sz;
+        if (pack_size(st->packs, id, &sz) == 0) (*packs)++, *bytes += sz;
+    }
+}
+
+static int cmd_stats(struct store *st, const struct opts *o)
 {
     struct fsm_stats s;
-    int rc = fsmeta_stats(st->meta, &s);
-    if (rc < 0) return rc;
-    struct pack_totals p;
-    count_packs(st, &p);
-    double r = ratio(s.logical_bytes, s.stored_bytes);
-    if (json) {
+    CK_TRY(fsmeta_stats(st->meta, &s));
+    uint64_t packs, pbytes;
+    count_packs(st, &packs, &pbytes);
+    double r = ratio(s.version_bytes, s.stored_bytes);
+#define U(x) (unsigned long long)(x)
+    if (o->json) {
         printf("{\"files\": %llu, \"dirs\": %llu, \"symlinks\": %llu, \"others\": %llu,\n"
-               " \"logical_bytes\": %llu, \"stored_bytes\": %llu, \"ratio\": %.4f,\n"
+               " \"logical_bytes\": %llu, \"versions\": %llu, \"version_bytes\": %llu,\n"
+               " \"stored_bytes\": %llu, \"ratio\": %.4f, \"live_ratio\": %.4f,\n"
                " \"chunks\": %llu, \"delta_chunks\": %llu, \"packs\": %llu,"
                " \"pack_bytes\": %llu",
-               (unsigned long long)s.files, (unsigned long long)s.dirs,
-               (unsigned long long)s.symlinks, (unsigned long long)s.others,
-               (unsigned long long)s.logical_bytes, (unsigned long long)s.stored_bytes, r,
-               (unsigned long long)s.chunks, (unsigned long long)s.delta_chunks,
-               (unsigned long long)p.packs, (unsigned long long)p.bytes);
+               U(s.files), U(s.dirs), U(s.symlinks), U(s.others), U(s.logical_bytes),
+               U(s.versions), U(s.version_bytes), U(s.stored_bytes), r,
+               ratio(s.logical_bytes, s.stored_bytes), U(s.chunks), U(s.delta_chunks),
+               U(packs), U(pbytes));
     } else {
         printf("store:          %s\n", st->path);
         printf("files:          %llu (%llu directories, %llu symlinks, %llu other)\n",
-               (unsigned long long)s.files, (unsigned long long)s.dirs,
-               (unsigned long long)s.symlinks, (unsigned long long)s.others);
-        printf("bytes written:  %llu\n", (unsigned long long)s.logical_bytes);
-        printf("bytes stored:   %llu\n", (unsigned long long)s.stored_bytes);
-        printf("ratio:          %.3fx\n", r);
-        printf("blocks:         %llu (%llu stored as deltas)\n",
-               (unsigned long long)s.chunks, (unsigned long long)s.delta_chunks);
-        printf("packs:          %llu files, %llu bytes on disk\n",
-               (unsigned long long)p.packs, (unsigned long long)p.bytes);
+               U(s.files), U(s.dirs), U(s.symlinks), U(s.others));
+        printf("live bytes:     %llu\n", U(s.logical_bytes));
+        printf("versions kept:  %llu, %llu bytes (history included)\n", U(s.versions),
+               U(s.version_bytes));
+        printf("bytes stored:   %llu\n", U(s.stored_bytes));
+        printf("ratio:          %.3fx (all versions kept over bytes stored)\n", r);
+        printf("blocks:         %llu (%llu stored as deltas)\n", U(s.chunks),
+               U(s.delta_chunks));
+        printf("packs:          %llu files, %llu bytes on disk\n", U(packs), U(pbytes));
     }
-    if (files) {
-        struct file_ctx c = {st->meta, json, 0};
-        if (json) printf(",\n \"per_file\": [");
+    int rc = 0;
+    if (o->files) {
+        struct file_ctx c = {st->meta, o->json, 0};
+        if (o->json) printf(",\n \"per_file\": [");
         else printf("\n%14s %14s %8s  %s\n", "bytes", "stored", "ratio", "path");
         rc = fsmeta_files(st->meta, print_file, &c);
-        if (json) printf("\n ]");
+        if (o->json) printf("\n ]");
     }
-    if (json) printf("}\n");
+    if (o->json) printf("}\n");
     return rc;
+}
+
+/* ---- log and cat ---- */
+
+/* The versions PATH showed, oldest first. */
+static int path_versions(struct store *st, const char *path, struct fsm_version **v,
+                         size_t *n)
+{
+    struct hist_span *sp;
+    size_t ns;
+    CK_TRY(history_resolve(st->meta, path, &sp, &ns));
+    int rc = history_versions(st->meta, sp, ns, v, n);
+    free(sp);
+    return rc;
+}
+
+static void print_version(struct store *st, const struct fsm_version *v, int json, int first)
+{
+    char when[32], mix[160];
+    uint64_t base = 0;
+    struct fsm_version b = {0};
+    iso_time(v->time, when, sizeof when);
+    if (history_codec_mix(st->meta, v->id, mix, sizeof mix) < 0) snprintf(mix, sizeof mix, "?");
+    if (fsmeta_version_base(st->meta, v->id, &base) == 0 && base)
+        fsmeta_version_get(st->meta, base, &b);
+    const char *state = v->state == FSM_VER_PROVISIONAL ? "provisional" : "kept";
+    if (json) {
+        printf("%s\n  {\"seq\": %llu, \"time\": \"%s\", \"size\": %llu, \"stored\": %llu,"
+               " \"ratio\": %.4f, \"codec\": \"%s\", \"base_seq\": %llu, \"state\": \"%s\"}",
+               first ? "" : ",", U(v->seq), when, U(v->size), U(v->stored),
+               ratio(v->size, v->stored), mix, U(b.seq), state);
+        return;
+    }
+    char basestr[24] = "-";
+    if (b.seq) snprintf(basestr, sizeof basestr, "%llu", U(b.seq));
+    printf("%10llu  %s  %14llu %14llu %8.3f  %-8s %s%s\n", U(v->seq), when, U(v->size),
+           U(v->stored), ratio(v->size, v->stored), basestr, mix,
+           v->state == FSM_VER_PROVISIONAL ? " (provisional)" : "");
+}
+
+static int cmd_log(struct store *st, const struct opts *o, const char *path)
+{
+    struct fsm_version *v;
+    size_t n;
+    CK_TRY(path_versions(st, path, &v, &n));
+    if (n == 0) {
+        free(v);
+        return -ENOENT;
+    }
+    if (o->json) printf("{\"path\": "), json_str(path), printf(", \"versions\": [");
+    else
+        printf("%10s  %-20s  %14s %14s %8s  %-8s %s\n", "seq", "time (UTC)", "size",
+               "stored", "ratio", "base", "codec");
+    for (size_t i = 0; i < n; i++) print_version(st, &v[i], o->json, i == 0);
+    if (o->json) printf("\n]}\n");
+    free(v);
+    return 0;
+}
+
+/* Split "PATH@SEQ" (SEQ all digits); *seq 0 when there is none. */
+static void split_version(char *arg, uint64_t *seq)
+{
+    *seq = 0;
+    char *at = strrchr(arg, '@');
+    if (!at || !at[1] || strspn(at + 1, "0123456789") != strlen(at + 1)) return;
+    *seq = strtoull(at + 1, NULL, 10);
+    *at = 0;
+}
+
+static int write_all(int fd, const uint8_t *p, size_t n)
+{
+    while (n) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR) continue;
+        if (w < 0) return -errno;
+        p += w, n -= (size_t)w;
+    }
+    return 0;
+}
+
+static int cat_version(struct store *st, const struct fsm_version *v)
+{
+    struct fsm_extent *e;
+    size_t n;
+    CK_TRY(fsmeta_version_extents(st->meta, v->id, &e, &n));
+    size_t bs = 1 << 20;
+    uint8_t *buf = malloc(bs);
+    int rc = buf ? 0 : -ENOMEM;
+    for (uint64_t off = 0; rc == 0 && off < v->size; off += bs) {
+        size_t len = (size_t)CK_MIN((uint64_t)bs, v->size - off);
+        rc = store_read_range(st, e, n, buf, len, off);
+        if (rc == 0) rc = write_all(STDOUT_FILENO, buf, len);
+    }
+    free(buf);
+    free(e);
+    return rc;
+}
+
+static int cmd_cat(struct store *st, char *arg)
+{
+    uint64_t seq;
+    split_version(arg, &seq);
+    struct fsm_version *v;
+    size_t n;
+    CK_TRY(path_versions(st, arg, &v, &n));
+    const struct fsm_version *pick = n && !seq ? &v[n - 1] : NULL;
+    for (size_t i = 0; seq && i < n; i++)
+        if (v[i].seq == seq) pick = &v[i];
+    int rc = pick ? cat_version(st, pick) : -ENOENT;
+    free(v);
+    return rc;
+}
+
+/* ---- verify and fsck ---- */
+
+struct scan {
+    struct store *st;
+    const struct opts *o;
+    uint64_t done, total, bad, bytes;
+    uint8_t *buf;
+    size_t cap;
+    int headers_only, err;
+};
+
+static int count_one(void *ctx, const struct fsm_chunk *c)
+{
+    (void)c;
+    ((struct scan *)ctx)->total++;
+    return 0;
+}
+
+static void report_bad(struct scan *s, const struct fsm_chunk *c, int rc, const char *what)
+{
+    s->bad++;
+    if (s->o->json) return;
+    printf("bad block %llu: pack %u offset %llu (%llu bytes): %s\n", U(c->id), c->pack,
+           U(c->off), U(c->raw_len), rc == -EIO ? what : strerror(-rc));
+}
+
+static int check_one(void *ctx, const struct fsm_chunk *c)
+{
+    struct scan *s = ctx;
+    int rc;
+    if (s->headers_only) {
+        struct pack_rec r = {c->codec, c->raw_len, c->stored_len, c->hash};
+        rc = pack_check(s->st->packs, c->pack, c->off, &r);
+        if (rc < 0) report_bad(s, c, rc, "pack record missing or not the one expected");
+    } else {
+        if (c->raw_len > s->cap) {
+            free(s->buf);
+            s->cap = c->raw_len;
+            if (!(s->buf = malloc(s->cap))) return s->err = -ENOMEM, 1;
+        }
+        rc = store_verify_block(s->st, c, s->buf);
+        if (rc < 0) report_bad(s, c, rc, "record damaged or hash mismatch");
+    }
+    s->bytes += c->raw_len;
+    progress(s->headers_only ? "fsck: pack records" : "verify", ++s->done, s->total);
+    return 0;
+}
+
+static int scan_blocks(struct scan *s)
+{
+    CK_TRY(fsmeta_chunks(s->st->meta, count_one, s));
+    int rc = fsmeta_chunks(s->st->meta, check_one, s);
+    free(s->buf);
+    return rc < 0 ? rc : s->err;
+}
+
+static int cmd_verify(struct store *st, const struct opts *o)
+{
+    struct scan s = {.st = st, .o = o};
+    CK_TRY(scan_blocks(&s));
+    if (o->json)
+        printf("{\"blocks\": %llu, \"bytes\": %llu, \"bad\": %llu}\n", U(s.done), U(s.bytes),
+               U(s.bad));
+    else
+        printf("verified %llu blocks (%llu bytes): %llu bad\n", U(s.done), U(s.bytes), U(s.bad));
+    return s.bad ? 1 : 0;
+}
+
+struct problems {
+    int json, n;
+};
+
+static void print_problem(void *ctx, const char *what)
+{
+    struct problems *p = ctx;
+    if (p->json) {
+        printf("%s\n  ", p->n++ ? "," : "");
+        json_str(what);
+    } else {
+        printf("%s\n", what);
+    }
+}
+
+static int cmd_fsck(struct store *st, const struct opts *o)
+{
+    struct problems p = {o->json, 0};
+    if (o->json) printf("{\"problems\": [");
+    int meta = fsmeta_check(st->meta, o->repair, print_problem, &p);
+    if (meta < 0) return meta;
+    struct scan s = {.st = st, .o = &(struct opts){.json = 1}, .headers_only = 1};
+    int rc = scan_blocks(&s);
+    if (rc < 0) return rc;
+    if (s.bad) {
+        char line[96];
+        snprintf(line, sizeof line, "%llu blocks in use have no valid pack record",
+                 U(s.bad));
+        print_problem(&p, line);
+    }
+    int left = meta + (int)s.bad;
+    if (o->repair && meta > 0) left = fsmeta_check(st->meta, 0, NULL, NULL) + (int)s.bad;
+    if (o->json)
+        printf("\n], \"found\": %d, \"repaired\": %d, \"remaining\": %d}\n", meta + (int)s.bad,
+               meta + (int)s.bad - left, left);
+    else
+        printf("fsck: %d problems found%s, %d remaining\n", meta + (int)s.bad,
+               o->repair ? ", repair attempted" : "", left);
+    return left > 0 ? 1 : 0;
+}
+
+/* ---- prune, gc, import ---- */
+
+static void print_pruned(void *ctx, const struct hist_pruned *p)
+{
+    const struct opts *o = ctx;
+    if (o->json) return;
+    char when[32];
+    iso_time(p->v->time, when, sizeof when);
+    printf("%s %s@%llu (%s, %llu bytes)\n", o->dry_run ? "would prune" : "pruned",
+           p->path[0] ? p->path : "(never shown)", U(p->v->seq), when, U(p->v->size));
+}
+
+static int cmd_prune(struct store *st, const struct opts *o)
+{
+    struct hist_prune_stats s;
+    CK_TRY(history_prune(st->meta, &o->keep, ck_now_ns(), o->dry_run, print_pruned,
+                         (void *)o, &s));
+    if (o->json)
+        printf("{\"versions\": %llu, \"kept\": %llu, \"pruned\": %llu, \"pruned_bytes\": %llu,"
+               " \"dry_run\": %s}\n", U(s.versions), U(s.kept), U(s.pruned),
+               U(s.pruned_bytes), o->dry_run ? "true" : "false");
+    else
+        printf("%s %llu of %llu versions (%llu bytes); run ckptctl gc to reclaim space\n",
+               o->dry_run ? "would prune" : "pruned", U(s.pruned), U(s.versions),
+               U(s.pruned_bytes));
+    return 0;
+}
+
+static void gc_progress(void *ctx, uint64_t done, uint64_t total)
+{
+    (void)ctx;
+    progress("gc: packs", done, total);
+}
+
+static int cmd_gc(struct store *st, const struct opts *o)
+{
+    struct gc_opts g = {.grace_ns = o->grace_ns, .threshold = o->threshold};
+    struct gc_stats s;
+    CK_TRY(gc_run(st, &g, gc_progress, NULL, &s));
+    if (o->json)
+        printf("{\"chunks_deleted\": %llu, \"records_moved\": %llu, \"packs_rewritten\": %llu,"
+               " \"packs_removed\": %llu, \"bytes_before\": %llu, \"bytes_after\": %llu}\n",
+               U(s.chunks_deleted), U(s.records_moved), U(s.packs_rewritten),
+               U(s.packs_removed), U(s.bytes_before), U(s.bytes_after));
+    else
+        printf("gc: %llu unreferenced blocks dropped, %llu packs rewritten (%llu records "
+               "moved), %llu removed; packs %llu -> %llu bytes\n",
+               U(s.chunks_deleted), U(s.packs_rewritten), U(s.records_moved),
+               U(s.packs_removed), U(s.bytes_before), U(s.bytes_after));
+    return 0;
+}
+
+static void import_progress(void *ctx, uint64_t done, uint64_t total)
+{
+    (void)ctx;
+    progress("import: bytes", done, total);
+}
+
+static int cmd_import(struct store *st, const struct opts *o, const char *dir,
+                      const char *dest)
+{
+    struct import_stats s;
+    CK_TRY(import_tree(st, dir, dest, import_progress, NULL, &s));
+    if (o->json)
+        printf("{\"files\": %llu, \"dirs\": %llu, \"symlinks\": %llu, \"bytes\": %llu}\n",
+               U(s.files), U(s.dirs), U(s.symlinks), U(s.bytes));
+    else
+        printf("imported %llu files (%llu bytes), %llu directories, %llu symlinks\n",
+               U(s.files), U(s.bytes), U(s.dirs), U(s.symlinks));
+    return 0;
+}
+
+/* ---- main ---- */
+
+struct command {
+    const char *name;
+    int min_args, max_args; /* after STORE */
+    enum { RO, SHARED, EXCL } access;
+};
+
+static const struct command commands[] = {
+    {"stats", 0, 0, RO},  {"log", 1, 1, RO},    {"cat", 1, 1, RO},
+    {"verify", 0, 0, RO}, {"fsck", 0, 0, RO},   {"prune", 0, 0, SHARED},
+    {"gc", 0, 0, EXCL},   {"import", 1, 2, EXCL},
+};
+
+/* Options before the command (stop at it), then anywhere after it. */
+static int parse_opts(int argc, char **argv, struct opts *o, const char *shortopts)
+{
+    static const struct option lopts[] = {
+        {"help", no_argument, NULL, 'h'},       {"version", no_argument, NULL, 'V'},
+        {"json", no_argument, NULL, 'j'},       {"files", no_argument, NULL, 'f'},
+        {"repair", no_argument, NULL, 'r'},     {"dry-run", no_argument, NULL, 'n'},
+        {"keep-last", required_argument, NULL, 'L'},
+        {"keep-every", required_argument, NULL, 'E'},
+        {"keep-within", required_argument, NULL, 'W'},
+        {"grace", required_argument, NULL, 'g'},
+        {"threshold", required_argument, NULL, 't'},
+        {NULL, 0, NULL, 0}};
+    int c;
+    char *end;
+    while ((c = getopt_long(argc, argv, shortopts, lopts, NULL)) != -1) {
+        long v;
+        switch (c) {
+        case 'h': fputs(usage_text, stdout); exit(EX_OK);
+        case 'V': printf("ckptctl %s\n", PACKAGE_VERSION); exit(EX_OK);
+        case 'j': o->json = 1; break;
+        case 'f': o->files = 1; break;
+        case 'r': o->repair = 1; break;
+        case 'n': o->dry_run = 1; break;
+        case 'L': case 'E':
+            v = strtol(optarg, &end, 10);
+            if (*end || v < 1 || v > 1000000000)
+                return fail(EX_USAGE, "--keep-%s needs a count >= 1",
+                            c == 'L' ? "last" : "every");
+            if (c == 'L') o->keep.keep_last = (unsigned)v; else o->keep.keep_every = (unsigned)v;
+            o->have_rule = 1;
+            break;
+        case 'W': case 'g': {
+            int64_t ns;
+            if (history_parse_duration(optarg, &ns) < 0)
+                return fail(EX_USAGE, "bad duration '%s' (e.g. 30s, 15m, 12h, 7d, 2w)", optarg);
+            if (c == 'W') o->keep.keep_within_ns = ns, o->have_rule = 1; else o->grace_ns = ns;
+            break;
+        }
+        case 't':
+            v = strtol(optarg, &end, 10);
+            if (*end || v < 0 || v > 100) return fail(EX_USAGE, "--threshold is 0..100");
+            o->threshold = (double)v / 100.0;
+            break;
+        default: fputs(usage_text, stderr); return EX_USAGE;
+        }
+    }
+    return EX_OK;
+}
+
+static int open_store(const char *path, int access, struct store **st)
+{
+    struct store_opts so;
+    store_default_opts(&so);
+    so.readonly = access == RO;
+    so.shared = access == SHARED;
+    int rc;
+    struct stat sb;
+    if (stat(path, &sb) < 0 || !S_ISDIR(sb.st_mode))
+        return fail(EX_FAIL, "cannot open store %s: no such directory", path);
+    rc = store_open(path, &so, st);
+    if (rc == -EBUSY)
+        return fail(EX_BUSY, "store %s is mounted (its lock is held); unmount it first",
+                    path);
+    if (rc < 0)
+        return fail(EX_FAIL, "cannot open store %s: %s", path,
+                    rc == -ENOENT ? "not a ckptfs store" : strerror(-rc));
+    return EX_OK;
+}
+
+static int run(const struct command *c, struct store *st, struct opts *o, char **args)
+{
+    const char *n = c->name;
+    if (!strcmp(n, "stats")) return cmd_stats(st, o);
+    if (!strcmp(n, "log")) return cmd_log(st, o, args[0]);
+    if (!strcmp(n, "cat")) return cmd_cat(st, args[0]);
+    if (!strcmp(n, "verify")) return cmd_verify(st, o);
+    if (!strcmp(n, "fsck")) return cmd_fsck(st, o);
+    if (!strcmp(n, "prune")) return cmd_prune(st, o);
+    if (!strcmp(n, "gc")) return cmd_gc(st, o);
+    return cmd_import(st, o, args[0], args[1] ? args[1] : "/");
 }
 
 int main(int argc, char **argv)
 {
-    static const struct option lopts[] = {
-        {"help", no_argument, NULL, 'h'}, {"version", no_argument, NULL, 'V'},
-        {"json", no_argument, NULL, 'j'}, {"files", no_argument, NULL, 'f'},
-        {NULL, 0, NULL, 0}};
-    int json = 0, files = 0, c;
-    while ((c = getopt_long(argc, argv, "hV", lopts, NULL)) != -1) {
-        switch (c) {
-        case 'h': usage(stdout); return 0;
-        case 'V': printf("ckptctl %s\n", PACKAGE_VERSION); return 0;
-        case 'j': json = 1; break;
-        case 'f': files = 1; break;
-        default: usage(stderr); return 2;
-        }
-    }
-    if (argc - optind != 2 || strcmp(argv[optind], "stats") != 0) {
-        if (argc - optind >= 1 && strcmp(argv[optind], "stats") != 0)
-            fprintf(stderr, "ckptctl: unknown command '%s'\n", argv[optind]);
-        usage(stderr);
-        return 2;
-    }
-    const char *path = argv[optind + 1];
-    struct store_opts o;
-    store_default_opts(&o);
-    o.readonly = 1;
+    struct opts o = {.grace_ns = 600000000000LL, .threshold = 0.5};
+    int rc = parse_opts(argc, argv, &o, "+hV");
+    if (rc != EX_OK) return rc;
+    if (optind >= argc) return fputs(usage_text, stderr), EX_USAGE;
+    const struct command *c = NULL;
+    for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
+        if (strcmp(argv[optind], commands[i].name) == 0) c = &commands[i];
+    if (!c) return fail(EX_USAGE, "unknown command '%s' (see ckptctl --help)", argv[optind]);
+    optind++;
+    if ((rc = parse_opts(argc, argv, &o, "hV")) != EX_OK) return rc;
+    int nargs = argc - optind - 1;
+    if (nargs < c->min_args || nargs > c->max_args)
+        return fail(EX_USAGE, "%s: wrong number of arguments (see ckptctl --help)", c->name);
+    if (!strcmp(c->name, "prune") && !o.have_rule)
+        return fail(EX_USAGE, "prune: give at least one of --keep-last, --keep-every, "
+                    "--keep-within");
+    int access = c->access;
+    if (!strcmp(c->name, "fsck") && o.repair) access = EXCL;
     struct store *st;
-    int rc = store_open(path, &o, &st);
-    if (rc < 0) {
-        fprintf(stderr, "ckptctl: cannot open store %s: %s\n", path,
-                rc == -ENOENT ? "not a ckptfs store" : strerror(-rc));
-        return 1;
-    }
-    rc = cmd_stats(st, json, files);
+    if ((rc = open_store(argv[optind], access, &st)) != EX_OK) return rc;
+    char *args[2] = {nargs > 0 ? argv[optind + 1] : NULL, nargs > 1 ? argv[optind + 2] : NULL};
+    rc = run(c, st, &o, args);
     store_close(st);
-    if (rc < 0) {
-        fprintf(stderr, "ckptctl: stats: %s\n", strerror(-rc));
-        return 1;
-    }
-    return 0;
+    if (rc == 1) return EX_PROBLEMS;
+    if (rc < 0)
+        return fail(EX_FAIL, "%s: %s", c->name,
+                    rc == -ENOENT && args[0] ? "no such path in the store's history"
+                                             : strerror(-rc));
+    return EX_OK;
 }

@@ -354,6 +354,7 @@ int history_parse_duration(const char *s, int64_t *ns)
     static const struct { char u; int64_t ns; } units[] = {
         {'s', 1000000000LL}, {'m', 60000000000LL}, {'h', 3600000000000LL},
         {'d', 86400000000000LL}, {'w', 604800000000000LL}};
+    if (end != s && v == 0 && end[0] == 0) return *ns = 0, 0;
     if (end == s || v < 0 || end[0] == 0 || end[1] != 0) return -EINVAL;
     for (size_t i = 0; i < sizeof units / sizeof *units; i++) {
         if (*end != units[i].u) continue;

@@ -218,13 +218,48 @@ int pack_sync(packset *ps, uint32_t id)
     return fdatasync(fd) < 0 ? -errno : 0;
 }
 
+/* A valid record header matching what the chunk row expects. */
+static int rec_matches(const uint8_t h[PACK_REC_HDR], const struct pack_rec *expect)
+{
+    struct pack_rec got;
+    return pack_rec_decode(h, &got) == 0 && got.codec == expect->codec &&
+           got.raw_len == expect->raw_len && got.stored_len == expect->stored_len &&
+           got.hash == expect->hash;
+}
+
+int pack_check(packset *ps, uint32_t id, uint64_t off, const struct pack_rec *expect)
+{
+    int fd;
+    uint64_t size;
+    CK_TRY(get_fd(ps, id, &fd));
+    CK_TRY(pack_size(ps, id, &size));
+    uint8_t h[PACK_REC_HDR];
+    if (off < PACK_FILE_HDR || size < off + PACK_REC_HDR + expect->stored_len ||
+        ck_pread_full(fd, h, sizeof h, off) < 0)
+        return -EIO;
+    return rec_matches(h, expect) ? 0 : -EIO;
+}
+
+int pack_remove(packset *ps, uint32_t id)
+{
+    char name[32];
+    pack_name(id, name);
+    pthread_mutex_lock(&ps->mu);
+    int *slot = id < ps->nfds ? &ps->fds[id] : NULL;
+    if (slot && *slot >= 0) close(*slot), *slot = -1;
+    if (id == ps->cur) ps->cur = 0; /* appends start a new pack */
+    int rc = unlinkat(ps->dirfd, name, 0) < 0 ? -errno : 0;
+    if (rc == 0 && fsync(ps->dirfd) < 0) rc = -errno;
+    pthread_mutex_unlock(&ps->mu);
+    return rc;
+}
+
 int pack_read(packset *ps, uint32_t id, uint64_t off,
               const struct pack_rec *expect, void *buf)
 {
     int fd;
     CK_TRY(get_fd(ps, id, &fd));
     uint8_t h[PACK_REC_HDR];
-    struct pack_rec got;
     struct iovec iov[2] = {{h, sizeof h}, {buf, expect->stored_len}};
     ssize_t n;
     do {
@@ -232,11 +267,7 @@ int pack_read(packset *ps, uint32_t id, uint64_t off,
     } while (n < 0 && errno == EINTR);
     if (n < 0) return -errno;
     if ((size_t)n != sizeof h + expect->stored_len) return -EIO;
-    if (pack_rec_decode(h, &got) < 0 || got.codec != expect->codec ||
-        got.raw_len != expect->raw_len || got.stored_len != expect->stored_len ||
-        got.hash != expect->hash)
-        return -EIO;
-    return 0;
+    return rec_matches(h, expect) ? 0 : -EIO;
 }
 
 int pack_size(packset *ps, uint32_t id, uint64_t *size)

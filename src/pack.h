@@ -78,6 +78,10 @@ int pack_sync(packset *ps, uint32_t pack_id);
 int pack_read(packset *ps, uint32_t pack_id, uint64_t off,
               const struct pack_rec *expect, void *buf);
 
+/* Check only the header of the record at (pack_id, off) against *expect. */
+int pack_check(packset *ps, uint32_t pack_id, uint64_t off, const struct pack_rec *expect);
+/* Delete a pack file (garbage collection: none of its records is used). */
+int pack_remove(packset *ps, uint32_t pack_id);
 /* Walk the records of one pack in order; cb returns non-zero to stop. A torn
 ** or garbled record ends the walk with -EIO and *bad_off set to its offset.
 ** Returns 0 at a clean end of file. */

@@ -48,7 +48,7 @@ static int open_parts(struct store *st)
 {
     const struct store_opts *o = &st->o;
     char p[4096];
-    int rw = !o->readonly;
+    int rw = !o->readonly && !o->shared;
     if (rw) CK_TRY(take_lock(st));
     CK_TRY(open_subdir(st->dirfd, "staging", rw, &st->stagefd));
     snprintf(p, sizeof p, "%s/meta.db", st->path);
@@ -56,7 +56,7 @@ static int open_parts(struct store *st)
     CK_TRY(fsmeta_open(p, o->readonly, getuid(), getgid(), &st->meta));
     snprintf(p, sizeof p, "%s/packs", st->path);
     struct pack_opts po = {.max_pack_bytes = o->max_pack_bytes,
-                           .reserve_bytes = o->reserve_bytes, .readonly = o->readonly};
+                           .reserve_bytes = o->reserve_bytes, .readonly = !rw};
     CK_TRY(pack_open(p, &po, &st->packs));
     return bcache_create(o->cache_bytes, &st->cache);
 }

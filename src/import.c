@@ -1,0 +1,225 @@
+/*
+** import.c: ingest a directory tree offline (see import.h).
+*/
+#include "import.h"
+#include "common.h"
+#include "ingest.h"
+#include "node.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+struct imp {
+    struct store *st;
+    node_table *nodes;
+    import_progress_cb cb;
+    void *ctx;
+    uint64_t total;
+    struct import_stats *s;
+    uint8_t *buf;
+};
+
+#define IMPORT_BUF (1u << 20)
+
+static int64_t ts_ns(const struct timespec *t)
+{
+    return (int64_t)t->tv_sec * 1000000000 + t->tv_nsec;
+}
+
+/* Make an entry name in parent for an inode like sb (target for symlinks). */
+static int make_entry(fsmeta *m, uint64_t parent, const char *name, const struct stat *sb,
+                      const char *target, uint64_t *ino)
+{
+    CK_TRY(fsmeta_begin(m, 1));
+    struct fsm_attr d, a;
+    int dir = S_ISDIR(sb->st_mode);
+    int64_t now = ck_now_ns();
+    int rc = fsmeta_getattr(m, parent, &d);
+    if (rc == 0 && !S_ISDIR(d.mode)) rc = -ENOTDIR;
+    if (rc == 0 && fsmeta_lookup(m, parent, name, ino) == 0) rc = -EEXIST;
+    if (rc == 0) {
+        a = (struct fsm_attr){.mode = sb->st_mode, .uid = sb->st_uid, .gid = sb->st_gid,
+                              .nlink = dir ? 2 : 1, .size = target ? strlen(target) : 0,
+                              .atime = now, .mtime = ts_ns(&sb->st_mtim), .ctime = now};
+        rc = fsmeta_mkinode(m, &a, target, target ? strlen(target) : 0);
+    }
+    if (rc == 0) rc = fsmeta_link(m, parent, name, a.ino);
+    if (rc == 0) {
+        d.nlink += dir;
+        d.mtime = d.ctime = now;
+        rc = fsmeta_setattr(m, &d);
+    }
+    if (rc < 0) {
+        fsmeta_rollback(m);
+        return rc;
+    }
+    *ino = a.ino;
+    return fsmeta_commit(m);
+}
+
+/* Stream the file at fd into inode ino through the ingest path. */
+static int copy_file(struct imp *im, int fd, uint64_t ino, const struct stat *sb)
+{
+    struct node *n = node_pin(im->nodes, ino);
+    if (!n) return -ENOMEM;
+    node_add(im->nodes, n, 0, 1, 1);
+    int rc = 0;
+    for (uint64_t off = 0;;) {
+        ssize_t r = read(fd, im->buf, IMPORT_BUF);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) {
+            rc = r < 0 ? -errno : 0;
+            break;
+        }
+        if ((rc = ingest_write(im->st, n, im->buf, (size_t)r, off)) < 0) break;
+        off += (uint64_t)r;
+        im->s->bytes += (uint64_t)r;
+        if (im->cb) im->cb(im->ctx, im->s->bytes, im->total);
+    }
+    if (rc == 0) {
+        ingest_set_times(n, ts_ns(&sb->st_mtim), ck_now_ns());
+        rc = ingest_commit(im->st, n, 1, 1);
+    }
+    node_add(im->nodes, n, 0, -1, -1);
+    node_unpin(im->nodes, n);
+    return rc;
+}
+
+static int import_at(struct imp *im, int dirfd, uint64_t parent);
+
+static int import_one(struct imp *im, int dirfd, const char *name, uint64_t parent)
+{
+    struct stat sb;
+    if (fstatat(dirfd, name, &sb, AT_SYMLINK_NOFOLLOW) < 0) return -errno;
+    uint64_t ino;
+    if (S_ISLNK(sb.st_mode)) {
+        char target[PATH_MAX + 1];
+        ssize_t l = readlinkat(dirfd, name, target, PATH_MAX);
+        if (l < 0) return -errno;
+        target[l] = 0;
+        CK_TRY(make_entry(im->st->meta, parent, name, &sb, target, &ino));
+        im->s->symlinks++;
+        return 0;
+    }
+    if (!S_ISDIR(sb.st_mode) && !S_ISREG(sb.st_mode)) {
+        ck_log(CK_LOG_WARN, "import: skipping %s: not a file, directory or symlink", name);
+        return 0;
+    }
+    int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC |
+                                     (S_ISDIR(sb.st_mode) ? O_DIRECTORY : 0));
+    if (fd < 0) return -errno;
+    int rc = make_entry(im->st->meta, parent, name, &sb, NULL, &ino);
+    if (rc == 0 && S_ISDIR(sb.st_mode)) {
+        im->s->dirs++;
+        rc = import_at(im, fd, ino); /* takes fd */
+        fd = -1;
+    } else if (rc == 0) {
+        im->s->files++;
+        rc = copy_file(im, fd, ino, &sb);
+    }
+    if (fd >= 0) close(fd);
+    if (rc < 0) ck_log(CK_LOG_ERR, "import: %s: %s", name, strerror(-rc));
+    return rc;
+}
+
+/* Import the entries of the directory open at dirfd (closed here). */
+static int import_at(struct imp *im, int dirfd, uint64_t parent)
+{
+    DIR *d = fdopendir(dirfd);
+    if (!d) {
+        close(dirfd);
+        return -errno;
+    }
+    int rc = 0;
+    struct dirent *e;
+    while (rc == 0 && (e = readdir(d)) != NULL)
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+            rc = import_one(im, dirfd, e->d_name, parent);
+    closedir(d);
+    return rc;
+}
+
+/* The directory at dest, made as needed (like mkdir -p). */
+static int dest_dir(fsmeta *m, const char *dest, uint64_t *ino)
+{
+    *ino = FSMETA_ROOT_INO;
+    char name[NAME_MAX + 1];
+    for (const char *p = dest; *p;) {
+        p += strspn(p, "/");
+        size_t len = strcspn(p, "/");
+        if (!len) break;
+        if (len > NAME_MAX) return -ENAMETOOLONG;
+        memcpy(name, p, len);
+        name[len] = 0;
+        p += len;
+        uint64_t next;
+        int rc = fsmeta_lookup(m, *ino, name, &next);
+        if (rc == -ENOENT) {
+            struct stat sb = {.st_mode = S_IFDIR | 0755, .st_uid = getuid(),
+                              .st_gid = getgid()};
+            clock_gettime(CLOCK_REALTIME, &sb.st_mtim);
+            rc = make_entry(m, *ino, name, &sb, NULL, &next);
+        }
+        CK_TRY(rc);
+        *ino = next;
+    }
+    struct fsm_attr a;
+    CK_TRY(fsmeta_getattr(m, *ino, &a));
+    return S_ISDIR(a.mode) ? 0 : -ENOTDIR;
+}
+
+/* Bytes of regular files under the directory at fd, for progress. */
+static uint64_t tree_bytes(int fd)
+{
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        close(fd);
+        return 0;
+    }
+    uint64_t total = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        struct stat sb;
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") ||
+            fstatat(fd, e->d_name, &sb, AT_SYMLINK_NOFOLLOW) < 0)
+            continue;
+        if (S_ISREG(sb.st_mode)) total += (uint64_t)sb.st_size;
+        int sub = S_ISDIR(sb.st_mode)
+                      ? openat(fd, e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+                      : -1;
+        if (sub >= 0) total += tree_bytes(sub);
+    }
+    closedir(d);
+    return total;
+}
+
+int import_tree(struct store *st, const char *dir, const char *dest,
+                import_progress_cb cb, void *ctx, struct import_stats *out)
+{
+    *out = (struct import_stats){0};
+    struct imp im = {.st = st, .cb = cb, .ctx = ctx, .s = out};
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return -errno;
+    int fd2 = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC); /* own offset */
+    im.total = fd2 >= 0 ? tree_bytes(fd2) : 0;
+    uint64_t parent;
+    int rc = dest_dir(st->meta, dest, &parent);
+    if (rc == 0) rc = store_start(st);
+    if (rc == 0) rc = node_table_create(&im.nodes);
+    if (rc == 0 && !(im.buf = malloc(IMPORT_BUF))) rc = -ENOMEM;
+    if (rc == 0) {
+        rc = import_at(&im, fd, parent);
+        fd = -1;
+    }
+    if (fd >= 0) close(fd);
+    if (im.nodes) node_table_destroy(im.nodes);
+    free(im.buf);
+    if (cb && rc == 0) cb(ctx, im.total, im.total);
+    return rc;
+}
