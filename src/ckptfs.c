@@ -10,8 +10,10 @@
 #include "config.h"
 #include "common.h"
 #include "fs.h"
+#include "history.h"
 
 #include <limits.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +24,8 @@
 struct cli {
     char *store;
     unsigned long threads, cache_mib, reserve_mib, block_kib, readahead_kib;
+    unsigned long keep_last, keep_every, prune_interval;
+    char *keep_within;
     int verbose;
     double timeout;
 };
@@ -34,6 +38,10 @@ static const struct fuse_opt cli_opts[] = {
     OPT("block_kib=%lu", block_kib),
     OPT("readahead_kib=%lu", readahead_kib),
     OPT("attr_timeout=%lf", timeout),
+    OPT("keep_last=%lu", keep_last),
+    OPT("keep_every=%lu", keep_every),
+    OPT("keep_within=%s", keep_within),
+    OPT("prune_interval=%lu", prune_interval),
     OPT("verbose", verbose),
     FUSE_OPT_END,
 };
@@ -52,6 +60,11 @@ static void usage(const char *prog)
            "    -o attr_timeout=S    kernel attribute cache, seconds (default 1)\n"
            "    -o readahead_kib=N   kernel readahead of the mount, KiB (default\n"
            "                         1024; needs root, else the kernel's 128 stays)\n"
+           "    -o keep_last=N       retention: keep the last N versions of each\n"
+           "                         path family (see ckptctl prune)\n"
+           "    -o keep_every=N      retention: and every Nth\n"
+           "    -o keep_within=DUR   retention: and those current within DUR (7d)\n"
+           "    -o prune_interval=S  apply retention every S seconds (default 60)\n"
            "    -o verbose           log commits and recovery\n\n"
            "FUSE options:\n", prog);
     fuse_cmdline_help();
@@ -83,7 +96,67 @@ static void readahead_path(const char *real, char *out, size_t cap)
     if (f) fclose(f);
 }
 
-static int serve(struct fuse_session *se, struct fuse_cmdline_opts *o, struct fs *fs)
+/* Retention applied by the daemon: a thread pruning every interval. */
+struct retain {
+    fsmeta *meta;
+    struct hist_policy p;
+    unsigned interval;
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int stop, running;
+};
+
+static void retain_once(struct retain *r)
+{
+    struct hist_prune_stats s;
+    int rc = history_prune(r->meta, &r->p, ck_now_ns(), 0, NULL, NULL, &s);
+    if (rc < 0) ck_log(CK_LOG_ERR, "retention: %s", strerror(-rc));
+    else if (s.pruned)
+        ck_log(CK_LOG_INFO, "retention pruned %llu of %llu versions",
+               (unsigned long long)s.pruned, (unsigned long long)s.versions);
+}
+
+static void *retain_main(void *arg)
+{
+    struct retain *r = arg;
+    pthread_mutex_lock(&r->mu);
+    while (!r->stop) {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += r->interval;
+        while (!r->stop && pthread_cond_timedwait(&r->cv, &r->mu, &until) == 0) {}
+        if (r->stop) break;
+        pthread_mutex_unlock(&r->mu);
+        retain_once(r);
+        pthread_mutex_lock(&r->mu);
+    }
+    pthread_mutex_unlock(&r->mu);
+    return NULL;
+}
+
+static void retain_start(struct retain *r)
+{
+    int any = r->p.keep_last || r->p.keep_every || r->p.keep_within_ns;
+    pthread_mutex_init(&r->mu, NULL);
+    pthread_cond_init(&r->cv, NULL);
+    r->running = any && pthread_create(&r->thread, NULL, retain_main, r) == 0;
+}
+
+/* Stop the thread, then apply the policy once more to what was written last. */
+static void retain_stop(struct retain *r)
+{
+    if (!r->running) return;
+    pthread_mutex_lock(&r->mu);
+    r->stop = 1;
+    pthread_cond_signal(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+    pthread_join(r->thread, NULL);
+    retain_once(r);
+}
+
+static int serve(struct fuse_session *se, struct fuse_cmdline_opts *o, struct fs *fs,
+                 struct retain *keep)
 {
     if (fuse_set_signal_handlers(se) != 0) return 1;
     char *real = realpath(o->mountpoint, NULL); /* before mounting: no daemon yet */
@@ -106,6 +179,7 @@ static int serve(struct fuse_session *se, struct fuse_cmdline_opts *o, struct fs
         ck_log(CK_LOG_ERR, "some staged files were not recovered; kept in %s/staging",
                fs->st->path);
     int ret = 1;
+    retain_start(keep);
     if (rc == 0) {
         struct fuse_loop_config *lc = fuse_loop_cfg_create();
         if (!lc) return 1;
@@ -115,6 +189,7 @@ static int serve(struct fuse_session *se, struct fuse_cmdline_opts *o, struct fs
         ret = o->singlethread ? fuse_session_loop(se) : fuse_session_loop_mt(se, lc);
         fuse_loop_cfg_destroy(lc);
     }
+    retain_stop(keep);
     fuse_session_unmount(se);
     fuse_remove_signal_handlers(se);
     return ret != 0;
@@ -152,6 +227,14 @@ int main(int argc, char **argv)
         return 2;
     }
     if (cli.block_kib) so.block_size = (size_t)cli.block_kib << 10;
+    struct retain keep = {.p = {.keep_last = (unsigned)cli.keep_last,
+                                .keep_every = (unsigned)cli.keep_every},
+                          .interval = cli.prune_interval ? (unsigned)cli.prune_interval : 60};
+    if (cli.keep_within && history_parse_duration(cli.keep_within, &keep.p.keep_within_ns) < 0) {
+        fprintf(stderr, "ckptfs: keep_within: bad duration '%s' (e.g. 12h, 7d)\n",
+                cli.keep_within);
+        return 2;
+    }
     struct fs fs = {.timeout = cli.timeout, .ra_kib = cli.readahead_kib};
     int rc = store_open(cli.store, &so, &fs.st);
     if (rc < 0) {
@@ -163,7 +246,8 @@ int main(int argc, char **argv)
     int ret = 1;
     struct fuse_session *se = fuse_session_new(&args, &fs_ops, sizeof fs_ops, &fs);
     if (se) {
-        ret = serve(se, &o, &fs);
+        keep.meta = fs.st->meta;
+        ret = serve(se, &o, &fs, &keep);
         fuse_session_destroy(se);
     }
     node_table_destroy(fs.nodes);
@@ -171,6 +255,7 @@ int main(int argc, char **argv)
     store_close(fs.st);
     free(o.mountpoint);
     free(cli.store);
+    free(cli.keep_within);
     fuse_opt_free_args(&args);
     return ret;
 }
