@@ -328,8 +328,14 @@ echo data >"$MNT/xf"
 check "setfattr" setfattr -n user.k -v value1 "$MNT/xf"
 check "setfattr 2" setfattr -n user.other -v 0x00ff00 "$MNT/xf"
 [ "$(getfattr --absolute-names --only-values -n user.k "$MNT/xf")" = value1 ] || fail "getfattr user.k"
-list=$(getfattr --absolute-names -d "$MNT/xf" | grep '^user\.' | sort | tr '\n' ' ')
+list=$(getfattr --absolute-names -d "$MNT/xf" | grep '^user\.' | grep -v '^user\.ckptfs\.' |
+    sort | tr '\n' ' ')
 [ "$list" = 'user.k="value1" user.other=0sAP8A ' ] || fail "getfattr -d lists: $list"
+# ckptfs adds computed attributes to every regular file, and refuses to set them.
+[ "$(getfattr --absolute-names -d -m '^user\.ckptfs\.' "$MNT/xf" | grep -c '^user')" -eq 4 ] ||
+    fail "user.ckptfs.* attributes missing from getfattr -d"
+check_fails "setting user.ckptfs.ratio" "Operation not permitted" \
+    setfattr -n user.ckptfs.ratio -v 9 "$MNT/xf"
 check "xattr create/replace flags" H xattr_flags "$MNT/xf"
 check "setfattr -x" setfattr -x user.other "$MNT/xf"
 check_fails "getfattr of a removed xattr" "No such attribute" getfattr --absolute-names -n user.other "$MNT/xf"
