@@ -428,9 +428,14 @@ int fsmeta_rminode(fsmeta *m, uint64_t ino)
 
 int fsmeta_readlink(fsmeta *m, uint64_t ino, void *buf, size_t cap, size_t *len)
 {
+    return fsm_blob_by_id(m, S_READLINK, ino, buf, cap, len);
+}
+
+int fsm_blob_by_id(fsmeta *m, int which, uint64_t id, void *buf, size_t cap, size_t *len)
+{
     lock(m);
-    sqlite3_stmt *s = stmt(m, S_READLINK);
-    bind_i64(s, 1, (int64_t)ino);
+    sqlite3_stmt *s = stmt(m, which);
+    bind_i64(s, 1, (int64_t)id);
     int rc = sqlite3_step(s);
     if (rc == SQLITE_ROW && sqlite3_column_type(s, 0) == SQLITE_BLOB) {
         rc = copy_blob(s, 0, buf, cap);

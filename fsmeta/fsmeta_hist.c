@@ -222,19 +222,7 @@ int fsmeta_hist_of(fsmeta *m, uint64_t ino, fsmeta_hentry_cb cb, void *ctx)
 
 int fsmeta_hist_target(fsmeta *m, uint64_t id, void *buf, size_t cap, size_t *len)
 {
-    lock(m);
-    sqlite3_stmt *s = stmt(m, S_HTARGET);
-    bind_i64(s, 1, (int64_t)id);
-    int rc = sqlite3_step(s);
-    if (rc == SQLITE_ROW && sqlite3_column_type(s, 0) == SQLITE_BLOB) {
-        rc = copy_blob(s, 0, buf, cap);
-        if (rc >= 0) *len = (size_t)rc, rc = 0;
-    } else {
-        rc = rc == SQLITE_ROW || rc == SQLITE_DONE ? -EINVAL : sql_err(m, rc);
-    }
-    done(s);
-    unlock(m);
-    return rc;
+    return fsm_blob_by_id(m, S_HTARGET, id, buf, cap, len);
 }
 
 /* A one-value query binding ?1 = arg (when has_arg). */

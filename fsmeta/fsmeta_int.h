@@ -128,6 +128,9 @@ static inline int64_t cur_seq(fsmeta *m)
 
 /* Add d (+1 or -1) to a chunk's references, cascading to its base. */
 int fsm_chunk_ref(fsmeta *m, uint64_t id, int d);
+/* A link target (BLOB column 0 of a query binding ?1 = id) into buf; -EINVAL
+** when the row has none. */
+int fsm_blob_by_id(fsmeta *m, int which, uint64_t id, void *buf, size_t cap, size_t *len);
 /* Release a version's chunks and delete its extent rows. */
 int fsm_release_version(fsmeta *m, uint64_t ver);
 
