@@ -594,6 +594,8 @@ static int map_of(hview *h, uint64_t ino, struct extmap **out, uint64_t *size)
     int rc = !n ? -ESTALE : n->k.kind == HK_EMPTY ? 1 : 0;
     struct fsm_version v = {0};
     if (rc == 0) rc = fsmeta_version_get(h->st->meta, n->k.ver, &v);
+    /* Pruned since it was looked up: its extents are gone, never read zeros. */
+    if (rc == 0 && !n->map && v.state == FSM_VER_PRUNED) rc = -ENOENT;
     if (rc == 0 && !n->map) {
         struct fsm_extent *e;
         size_t ne;
