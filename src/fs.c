@@ -604,7 +604,8 @@ static int open_node(struct fs *fs, uint64_t ino, struct fuse_file_info *fi)
     }
     int w = writable(fi);
     node_add(fs->nodes, n, 0, 1, w);
-    int rc = (fi->flags & O_TRUNC) && w ? ingest_truncate(fs->st, n, 0) : 0;
+    int rc = w ? ingest_open_writer(fs->st, n) : 0;
+    if (rc == 0 && (fi->flags & O_TRUNC) && w) rc = ingest_truncate(fs->st, n, 0);
     if (rc < 0) {
         node_add(fs->nodes, n, 0, -1, -w);
         free(h);

@@ -463,6 +463,18 @@ int ingest_commit(struct store *st, struct node *n, int durable, int final)
     return rc;
 }
 
+int ingest_open_writer(struct store *st, struct node *n)
+{
+    pthread_mutex_lock(&n->mu);
+    int rc = 0;
+    if (n->provisional) {
+        rc = fsmeta_keep_current(st->meta, n->ino);
+        if (rc == 0) n->provisional = 0;
+    }
+    pthread_mutex_unlock(&n->mu);
+    return rc;
+}
+
 struct prefetch {
     struct store *st;
     struct extmap *map;

@@ -43,6 +43,9 @@ int ingest_write(struct store *st, struct node *n, const void *buf, size_t len,
 int ingest_truncate(struct store *st, struct node *n, uint64_t size);
 /* final: the last writer closed; drop the write state after committing. */
 int ingest_commit(struct store *st, struct node *n, int durable, int final);
+/* A new writer opens n: a provisional version left by an earlier handle's
+** close is kept (that handle's release may still be on its way). */
+int ingest_open_writer(struct store *st, struct node *n);
 /* Read up to len bytes at off; *got is the count (short only at end of file). */
 int ingest_read(struct store *st, struct node *n, void *buf, size_t len,
                 uint64_t off, size_t *got);
