@@ -173,7 +173,7 @@ static const struct check checks[] = {
      "inode i WHERE i.ino=d.ino)",
      "entry %lld in directory %lld: inode %lld is missing",
      "DELETE FROM dentry WHERE id=?1"},
-    {"SELECT d.id,d.parent,d.ino FROM dentry d WHERE NOT EXISTS (SELECT 1 FROM "
+    {"SELECT d.id,d.ino,d.parent FROM dentry d WHERE NOT EXISTS (SELECT 1 FROM "
      "inode p WHERE p.ino=d.parent AND (p.mode&61440)=16384)",
      "entry %lld naming inode %lld: parent %lld is not a directory", NULL},
     {"SELECT i.ino,i.nlink,(SELECT count(*) FROM dentry d WHERE d.ino=i.ino) n "

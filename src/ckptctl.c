@@ -402,6 +402,7 @@ static int cmd_fsck(struct store *st, const struct opts *o)
     struct problems p = {o->json, 0};
     if (o->json) printf("{\"problems\": [");
     int meta = fsmeta_check(st->meta, o->repair, print_problem, &p);
+    if (meta < 0 && o->json) printf("]}\n");
     if (meta < 0) return meta;
     struct scan s = {.st = st, .o = &(struct opts){.json = 1}, .headers_only = 1};
     int rc = scan_blocks(&s);
@@ -559,16 +560,21 @@ static int parse_opts(int argc, char **argv, struct opts *o, const char *shortop
     return EX_OK;
 }
 
-static int open_store(const char *path, int access, struct store **st)
+/* Open STORE; only import may create one (into an empty directory). */
+static int open_store(const char *path, int mode, int create, struct store **st)
 {
     struct store_opts so;
     store_default_opts(&so);
-    so.readonly = access == RO;
-    so.shared = access == SHARED;
+    so.readonly = mode == RO;
+    so.shared = mode == SHARED;
     int rc;
     struct stat sb;
     if (stat(path, &sb) < 0 || !S_ISDIR(sb.st_mode))
         return fail(EX_FAIL, "cannot open store %s: no such directory", path);
+    char db[PATH_MAX];
+    snprintf(db, sizeof db, "%s/meta.db", path);
+    if (!create && stat(db, &sb) < 0)
+        return fail(EX_FAIL, "cannot open store %s: not a ckptfs store", path);
     rc = store_open(path, &so, st);
     if (rc == -EBUSY)
         return fail(EX_BUSY, "store %s is mounted (its lock is held); unmount it first",
@@ -613,7 +619,8 @@ int main(int argc, char **argv)
     int access = c->access;
     if (!strcmp(c->name, "fsck") && o.repair) access = EXCL;
     struct store *st;
-    if ((rc = open_store(argv[optind], access, &st)) != EX_OK) return rc;
+    int create = !strcmp(c->name, "import");
+    if ((rc = open_store(argv[optind], access, create, &st)) != EX_OK) return rc;
     char *args[2] = {nargs > 0 ? argv[optind + 1] : NULL, nargs > 1 ? argv[optind + 2] : NULL};
     rc = run(c, st, &o, args);
     store_close(st);

@@ -119,6 +119,12 @@ static int import_one(struct imp *im, int dirfd, const char *name, uint64_t pare
         im->s->dirs++;
         rc = import_at(im, fd, ino); /* takes fd */
         fd = -1;
+        struct fsm_attr a; /* its entries set its mtime: put the source's back */
+        if (rc == 0) rc = fsmeta_getattr(im->st->meta, ino, &a);
+        if (rc == 0) {
+            a.mtime = ts_ns(&sb.st_mtim);
+            rc = fsmeta_setattr(im->st->meta, &a);
+        }
     } else if (rc == 0) {
         im->s->files++;
         rc = copy_file(im, fd, ino, &sb);
