@@ -98,7 +98,7 @@ static void readahead_path(const char *real, char *out, size_t cap)
 
 /* Retention applied by the daemon: a thread pruning every interval. */
 struct retain {
-    fsmeta *meta;
+    struct store *st; /* its meta is reopened after daemonizing: look it up */
     struct hist_policy p;
     unsigned interval;
     pthread_t thread;
@@ -110,7 +110,7 @@ struct retain {
 static void retain_once(struct retain *r)
 {
     struct hist_prune_stats s;
-    int rc = history_prune(r->meta, &r->p, ck_now_ns(), 0, NULL, NULL, &s);
+    int rc = history_prune(r->st->meta, &r->p, ck_now_ns(), 0, NULL, NULL, &s);
     if (rc < 0) ck_log(CK_LOG_ERR, "retention: %s", strerror(-rc));
     else if (s.pruned)
         ck_log(CK_LOG_INFO, "retention pruned %llu of %llu versions",
@@ -171,7 +171,12 @@ static int serve(struct fuse_session *se, struct fuse_cmdline_opts *o, struct fs
         ck_log_syslog = 1;
     }
     fuse_daemonize(o->foreground);
-    int rc = store_start(fs->st);
+    /* SQLite's POSIX locks stay with the parent: without its own, the daemon
+    ** looks absent to other connections (ckptctl prune would checkpoint and
+    ** delete the WAL it writes to). */
+    int rc = o->foreground ? 0 : store_reopen_meta(fs->st);
+    if (rc < 0) ck_log(CK_LOG_ERR, "cannot reopen the metadata: %s", strerror(-rc));
+    if (rc == 0) rc = store_start(fs->st);
     if (rc < 0) ck_log(CK_LOG_ERR, "cannot start workers: %s", strerror(-rc));
     /* A body that cannot be recovered now (a full disk) stays in staging for
     ** the next mount; serve anyway, so the user can free space. */
@@ -246,7 +251,7 @@ int main(int argc, char **argv)
     int ret = 1;
     struct fuse_session *se = fuse_session_new(&args, &fs_ops, sizeof fs_ops, &fs);
     if (se) {
-        keep.meta = fs.st->meta;
+        keep.st = fs.st;
         ret = serve(se, &o, &fs, &keep);
         fuse_session_destroy(se);
     }

@@ -323,10 +323,14 @@ int history_prune(fsmeta *m, const struct hist_policy *p, int64_t now, int dry_r
     for (size_t g = 0; rc == 0 && g < n;) {
         size_t e = g + 1;
         while (e < n && c[g].key && c[e].key && strcmp(c[g].key, c[e].key) == 0) e++;
+        /* --keep-every counts every version ever made (stable ordinals);
+        ** --keep-last counts the versions still there. */
+        size_t left = 0;
+        for (size_t i = g; i < e; i++) left += c[i].v.state != FSM_VER_PRUNED;
         for (size_t i = g; rc == 0 && i < e; i++) {
             if (c[i].v.state == FSM_VER_PRUNED) continue;
             st->versions++;
-            if (keeps(p, &c[i], i - g, e - 1 - i, now)) {
+            if (keeps(p, &c[i], i - g, --left, now)) {
                 st->kept++;
                 continue;
             }

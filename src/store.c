@@ -61,6 +61,19 @@ static int open_parts(struct store *st)
     return bcache_create(o->cache_bytes, &st->cache);
 }
 
+int store_reopen_meta(struct store *st)
+{
+    char p[64];
+    /* By the directory descriptor: a relative store path no longer holds
+    ** after the daemon's chdir("/"). */
+    snprintf(p, sizeof p, "/proc/self/fd/%d/meta.db", st->dirfd);
+    /* Close first: a second connection opened beside the inherited one would
+    ** share its (copied, stale) lock state and take no lock either. */
+    fsmeta_close(st->meta);
+    st->meta = NULL;
+    return fsmeta_open(p, st->o.readonly, getuid(), getgid(), &st->meta);
+}
+
 int store_start(struct store *st)
 {
     if (st->o.readonly) return -EROFS;

@@ -57,6 +57,9 @@ int store_open(const char *path, const struct store_opts *o, struct store **out)
 void store_close(struct store *st);
 /* Start the compression workers (after any fork: threads do not survive it). */
 int store_start(struct store *st);
+/* Close and reopen the metadata connection: after fork (daemonizing), whose
+** child inherits SQLite's file descriptors but not its POSIX locks. */
+int store_reopen_meta(struct store *st);
 
 /* What a writer knows of a block: a tensor's element type and the same
 ** block of the tensor's previous version (a committed chunk). */

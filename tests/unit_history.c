@@ -183,6 +183,23 @@ START_TEST(test_prune_policy)
 }
 END_TEST
 
+/* keep_last counts the versions still there, not those pruned before. */
+START_TEST(test_keep_last_after_every)
+{
+    fsmeta *m = new_db();
+    uint64_t f = mk(m, FSMETA_ROOT_INO, "f", S_IFREG | 0644);
+    for (uint64_t i = 1; i <= 6; i++) write_version(m, f, 10, i);
+    struct hist_policy p = {.keep_every = 2};
+    struct hist_prune_stats s;
+    ck_assert_int_eq(history_prune(m, &p, ck_now_ns(), 0, NULL, NULL, &s), 0);
+    ck_assert_int_eq(kept(m), 4); /* ordinals 0, 2, 4 and the current 5 */
+    p = (struct hist_policy){.keep_last = 3};
+    ck_assert_int_eq(history_prune(m, &p, ck_now_ns(), 0, NULL, NULL, &s), 0);
+    ck_assert_int_eq(kept(m), 3);
+    fsmeta_close(m);
+}
+END_TEST
+
 START_TEST(test_durations)
 {
     int64_t ns;
@@ -209,6 +226,7 @@ int main(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_path_over_time);
     tcase_add_test(tc, test_prune_policy);
+    tcase_add_test(tc, test_keep_last_after_every);
     tcase_add_test(tc, test_durations);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
