@@ -414,6 +414,14 @@ n=$(ls "$MNT/.ckptfs/versions/rapid" | wc -l)
 [ "$n" -eq 300 ] || fail "300 rewrites left $n versions of rapid"
 [ "$(cat "$MNT/.ckptfs/versions/rapid/$(ls "$MNT/.ckptfs/versions/rapid" | sed -n 150p)")" = 149 ] ||
     fail "the 150th version of rapid is not the 150th write"
+# Loaders mmap checkpoints: a version file maps like any file.
+python3 - "$MNT/.ckptfs/versions/rapid/$(ls "$MNT/.ckptfs/versions/rapid" | sed -n 150p)" <<'PY' ||
+import mmap, sys
+with open(sys.argv[1], "rb") as f:
+    m = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)
+    sys.exit(0 if m[:] == b"149\n" else 1)
+PY
+    fail "mmap of a version file does not read its bytes"
 
 # ---- again from the packs --------------------------------------------------
 log "remount, cold caches"
