@@ -226,6 +226,8 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 
 static void commit_all(struct node *n, void *ctx)
 {
+    if (__atomic_load_n(&n->nwriters, __ATOMIC_ACQUIRE)) /* a writer is still open: */
+        ingest_commit(ctx, n, 1, 0);                     /* save what it wrote */
     ingest_commit(ctx, n, 1, 1);
 }
 

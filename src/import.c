@@ -82,11 +82,11 @@ static int copy_file(struct imp *im, int fd, uint64_t ino, const struct stat *sb
         im->s->bytes += (uint64_t)r;
         if (im->cb) im->cb(im->ctx, im->s->bytes, im->total);
     }
+    node_add(im->nodes, n, 0, -1, -1); /* the last writer closes, then commits */
     if (rc == 0) {
         ingest_set_times(n, ts_ns(&sb->st_mtim), ck_now_ns());
         rc = ingest_commit(im->st, n, 1, 1);
     }
-    node_add(im->nodes, n, 0, -1, -1);
     node_unpin(im->nodes, n);
     return rc;
 }

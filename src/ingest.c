@@ -425,6 +425,13 @@ static int commit_dirty(struct store *st, struct node *n, int durable, int provi
 int ingest_commit(struct store *st, struct node *n, int durable, int final)
 {
     pthread_mutex_lock(&n->mu);
+    /* A release decides it is the last writer before it gets here; a new
+    ** writer may have opened (and even written) since. Its own close will
+    ** commit: committing its partial content now would keep it as a version. */
+    if (final && __atomic_load_n(&n->nwriters, __ATOMIC_ACQUIRE) > 0) {
+        pthread_mutex_unlock(&n->mu);
+        return 0;
+    }
     int rc = 0;
     /* A commit while writers remain (fsync, or flush: close of one of possibly
     ** many descriptors, as a shell's dup2 does) makes a provisional version,

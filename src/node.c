@@ -109,8 +109,9 @@ unsigned node_add(node_table *t, struct node *n, int64_t dlookup, int dopen, int
     pthread_mutex_lock(&t->mu);
     n->nlookup = (uint64_t)((int64_t)n->nlookup + dlookup);
     n->nopen = (unsigned)((int)n->nopen + dopen);
-    n->nwriters = (unsigned)((int)n->nwriters + dwriters);
-    unsigned w = n->nwriters;
+    /* Atomic: ingest_commit reads it under the node lock, not the table's. */
+    unsigned w = (unsigned)((int)n->nwriters + dwriters);
+    __atomic_store_n(&n->nwriters, w, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&t->mu);
     return w;
 }
