@@ -221,6 +221,7 @@ END_TEST
 
 int main(void)
 {
+    ut_root_init("history");
     Suite *s = suite_create("history");
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 60);
@@ -229,9 +230,5 @@ int main(void)
     tcase_add_test(tc, test_keep_last_after_every);
     tcase_add_test(tc, test_durations);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return ut_run(s);
 }
