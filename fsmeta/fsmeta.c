@@ -290,17 +290,22 @@ void fsmeta_rollback(fsmeta *m)
     unlock(m);
 }
 
+int fsmeta_end(fsmeta *m, int rc)
+{
+    if (rc < 0) {
+        fsmeta_rollback(m);
+        return rc;
+    }
+    return fsmeta_commit(m);
+}
+
 int fsmeta_sync(fsmeta *m)
 {
     CK_TRY(fsmeta_begin(m, 1));
     sqlite3_stmt *s = stmt(m, S_TOUCH);
     bind_i64(s, 1, ck_now_ns());
     int rc = run(m, s);
-    if (rc < 0) {
-        fsmeta_rollback(m);
-        return rc;
-    }
-    return fsmeta_commit(m);
+    return fsmeta_end(m, rc);
 }
 
 int fsmeta_getattr(fsmeta *m, uint64_t ino, struct fsm_attr *a)
@@ -367,6 +372,34 @@ int fsmeta_mkinode(fsmeta *m, struct fsm_attr *a, const void *target, size_t tle
     return rc;
 }
 
+static int create_in(fsmeta *m, uint64_t parent, const char *name, struct fsm_attr *a,
+                     const char *target)
+{
+    struct fsm_attr d;
+    uint64_t old;
+    CK_TRY(fsmeta_getattr(m, parent, &d));
+    if (!S_ISDIR(d.mode)) return -ENOTDIR;
+    if (d.nlink == 0) return -ENOENT;
+    if (fsmeta_lookup(m, parent, name, &old) == 0) return -EEXIST;
+    int dir = S_ISDIR(a->mode);
+    if (d.mode & S_ISGID) {
+        a->gid = d.gid;
+        if (dir) a->mode |= S_ISGID;
+    }
+    CK_TRY(fsmeta_mkinode(m, a, target, target ? strlen(target) : 0));
+    CK_TRY(fsmeta_link(m, parent, name, a->ino));
+    d.nlink += (uint32_t)dir;
+    d.mtime = d.ctime = ck_now_ns();
+    return fsmeta_setattr(m, &d);
+}
+
+int fsmeta_create(fsmeta *m, uint64_t parent, const char *name, struct fsm_attr *a,
+                  const char *target, int durable)
+{
+    CK_TRY(fsmeta_begin(m, durable));
+    return fsmeta_end(m, create_in(m, parent, name, a, target));
+}
+
 /* Add d (+1 or -1) to the references of chunk id. A chunk that dies releases
 ** its base; one that comes back to life takes its base again. The chain is
 ** at most a few deltas long (the store bounds it), so this recursion is too. */
@@ -419,11 +452,7 @@ int fsmeta_rminode(fsmeta *m, uint64_t ino)
     int rc = run_id(m, S_TDEL, ino);
     if (rc == 0) rc = run_id(m, S_RMXATTRS, ino);
     if (rc == 0) rc = run_id(m, S_RMINODE, ino);
-    if (rc < 0) {
-        fsmeta_rollback(m);
-        return rc;
-    }
-    return fsmeta_commit(m);
+    return fsmeta_end(m, rc);
 }
 
 int fsmeta_readlink(fsmeta *m, uint64_t ino, void *buf, size_t cap, size_t *len)
@@ -480,11 +509,7 @@ static int dentry_op(fsmeta *m, int which, uint64_t parent, const char *name,
     if (fourth) bind_name(s, 4, fourth);
     int rc = run(m, s);
     if (rc == 0 && must_change && sqlite3_changes(m->db) == 0) rc = -ENOENT;
-    if (rc < 0) {
-        fsmeta_rollback(m);
-        return rc;
-    }
-    return fsmeta_commit(m);
+    return fsmeta_end(m, rc);
 }
 
 int fsmeta_link(fsmeta *m, uint64_t parent, const char *name, uint64_t ino)
@@ -747,11 +772,7 @@ int fsmeta_set_content(fsmeta *m, uint64_t ino, struct fsm_extent *ext, size_t n
         bind_i64(s, 6, (int64_t)ver);
         rc = run(m, s);
     }
-    if (rc < 0) {
-        fsmeta_rollback(m);
-        return rc;
-    }
-    return fsmeta_commit(m);
+    return fsmeta_end(m, rc);
 }
 
 int fsmeta_keep_current(fsmeta *m, uint64_t ino)

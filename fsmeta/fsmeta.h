@@ -84,6 +84,9 @@ void fsmeta_close(fsmeta *m);
 int fsmeta_begin(fsmeta *m, int durable);
 int fsmeta_commit(fsmeta *m);
 void fsmeta_rollback(fsmeta *m);
+/* End a transaction by the outcome of its work: commit when rc is 0 (and
+** return the commit's result), else roll back and return rc. */
+int fsmeta_end(fsmeta *m, int rc);
 
 /* Make every transaction committed so far durable. */
 int fsmeta_sync(fsmeta *m);
@@ -93,6 +96,13 @@ int fsmeta_getattr(fsmeta *m, uint64_t ino, struct fsm_attr *a);
 int fsmeta_setattr(fsmeta *m, const struct fsm_attr *a);
 /* Insert a new inode from a (ino ignored, set on return); target for symlinks. */
 int fsmeta_mkinode(fsmeta *m, struct fsm_attr *a, const void *target, size_t tlen);
+/* Make inode *a (ino set on return; target for symlinks) and name it name
+** in directory parent, whose link count and times follow, in one transaction
+** (durable: as fsmeta_begin). -ENOTDIR, -ENOENT if parent was removed while
+** open, -EEXIST if the name is taken. Under a setgid directory the group is
+** the directory's and a new directory is setgid too (BSD semantics). */
+int fsmeta_create(fsmeta *m, uint64_t parent, const char *name, struct fsm_attr *a,
+                  const char *target, int durable);
 /* Delete an inode with its xattrs and content. */
 int fsmeta_rminode(fsmeta *m, uint64_t ino);
 int fsmeta_readlink(fsmeta *m, uint64_t ino, void *buf, size_t cap, size_t *len);
@@ -236,7 +246,7 @@ int fsmeta_chunk_move(fsmeta *m, uint64_t id, uint32_t pack, uint64_t off);
 /* Metadata consistency. Each problem found is reported through cb (a line
 ** of text); with repair, those that can be repaired are. Returns the number
 ** of problems (>= 0) or an error. */
-typedef void (*fsmeta_problem_cb)(void *ctx, const char *what);
+typedef void (*fsmeta_problem_cb)(void *ctx, const char *what); /* may be NULL */
 int fsmeta_check(fsmeta *m, int repair, fsmeta_problem_cb cb, void *ctx);
 
 #endif

@@ -44,11 +44,7 @@ int fsmeta_gc_chunks(fsmeta *m, int64_t dead_before, uint64_t *n)
     bind_i64(s, 1, dead_before);
     int rc = run(m, s);
     *n = rc == 0 ? (uint64_t)sqlite3_changes(m->db) : 0;
-    if (rc < 0) {
-        fsmeta_rollback(m);
-        return rc;
-    }
-    return fsmeta_commit(m);
+    return fsmeta_end(m, rc);
 }
 
 int fsmeta_chunk_move(fsmeta *m, uint64_t id, uint32_t pack, uint64_t off)
@@ -77,7 +73,7 @@ static void problem(struct report *r, const char *fmt, long long a, long long b,
 {
     char line[256];
     snprintf(line, sizeof line, fmt, a, b, c);
-    r->cb(r->ctx, line);
+    if (r->cb) r->cb(r->ctx, line);
     r->problems++;
 }
 
@@ -227,9 +223,6 @@ int fsmeta_check(fsmeta *m, int repair, fsmeta_problem_cb cb, void *ctx)
     int rc = check_refs(m, repair, &r);
     for (size_t i = 0; rc == 0 && i < sizeof checks / sizeof *checks; i++)
         rc = run_check(m, &checks[i], repair, &r);
-    if (repair) {
-        if (rc < 0) fsmeta_rollback(m);
-        else rc = fsmeta_commit(m);
-    }
+    if (repair) rc = fsmeta_end(m, rc);
     return rc < 0 ? rc : r.problems;
 }

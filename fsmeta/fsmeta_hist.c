@@ -153,11 +153,7 @@ int fsmeta_version_prune(fsmeta *m, uint64_t ver)
         bind_i64(s, 2, FSM_VER_PRUNED);
         rc = run(m, s);
     }
-    if (rc < 0) {
-        fsmeta_rollback(m);
-        return rc;
-    }
-    return fsmeta_commit(m);
+    return fsmeta_end(m, rc);
 }
 
 int fsmeta_version_mix(fsmeta *m, uint64_t ver, struct fsm_mix *mix)

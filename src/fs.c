@@ -68,15 +68,6 @@ static int may_remove(uint64_t parent, const char *name)
     return reserved(parent, name) ? -EROFS : name_ok(name);
 }
 
-static int end_txn(fsmeta *m, int rc)
-{
-    if (rc < 0) {
-        fsmeta_rollback(m);
-        return rc;
-    }
-    return fsmeta_commit(m);
-}
-
 /* Delete an unlinked inode once nothing refers to it. */
 static void reap(struct fs *fs, uint64_t ino)
 {
@@ -179,35 +170,18 @@ static int get_dir(fsmeta *m, uint64_t ino, struct fsm_attr *d)
 }
 
 /* Create an inode named name in parent, owned by the caller. */
+/* Create an inode named name in parent, owned by the caller. */
 static int make_node(fuse_req_t req, uint64_t parent, const char *name, mode_t mode,
                      dev_t rdev, const char *target, uint64_t *ino)
 {
-    fsmeta *m = FS(req)->st->meta;
     const struct fuse_ctx *ctx = fuse_req_ctx(req);
     CK_TRY(may_create(parent, name));
-    CK_TRY(fsmeta_begin(m, 0));
-    struct fsm_attr d, a;
-    uint64_t old;
-    int rc = get_dir(m, parent, &d);
-    if (rc == 0 && d.nlink == 0) rc = -ENOENT; /* directory removed while open */
-    if (rc == 0 && fsmeta_lookup(m, parent, name, &old) == 0) rc = -EEXIST;
-    if (rc == 0) {
-        int64_t now = ck_now_ns();
-        int dir = S_ISDIR(mode);
-        a = (struct fsm_attr){.mode = (uint32_t)mode, .uid = ctx->uid, .gid = ctx->gid,
-                              .nlink = dir ? 2 : 1, .rdev = rdev,
-                              .size = target ? strlen(target) : 0,
-                              .atime = now, .mtime = now, .ctime = now};
-        if (d.mode & S_ISGID) { /* BSD group semantics under a setgid directory */
-            a.gid = d.gid;
-            if (dir) a.mode |= S_ISGID;
-        }
-        rc = fsmeta_mkinode(m, &a, target, target ? strlen(target) : 0);
-        if (rc == 0) rc = fsmeta_link(m, parent, name, a.ino);
-        touch_dir(&d, dir);
-        if (rc == 0) rc = fsmeta_setattr(m, &d);
-    }
-    CK_TRY(end_txn(m, rc));
+    int64_t now = ck_now_ns();
+    struct fsm_attr a = {.mode = (uint32_t)mode, .uid = ctx->uid, .gid = ctx->gid,
+                         .nlink = S_ISDIR(mode) ? 2 : 1, .rdev = rdev,
+                         .size = target ? strlen(target) : 0,
+                         .atime = now, .mtime = now, .ctime = now};
+    CK_TRY(fsmeta_create(FS(req)->st->meta, parent, name, &a, target, 0));
     *ino = a.ino;
     return 0;
 }
@@ -468,7 +442,7 @@ static void do_remove(fuse_req_t req, fuse_ino_t parent, const char *name, int d
     uint32_t nlink = 1;
     int rc = may_remove(parent, name);
     if (rc == 0) rc = fsmeta_begin(m, 0);
-    if (rc == 0) rc = end_txn(m, remove_entry(m, parent, name, dir, &ino, &nlink));
+    if (rc == 0) rc = fsmeta_end(m, remove_entry(m, parent, name, dir, &ino, &nlink));
     if (rc == 0 && nlink == 0) maybe_reap(FS(req), ino);
     fuse_reply_err(req, -rc);
 }
@@ -559,7 +533,7 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
     if (rc == 0) rc = may_remove(parent, name);
     if (rc == 0) rc = may_remove(newparent, newname);
     if (rc == 0) rc = fsmeta_begin(m, 0);
-    if (rc == 0) rc = end_txn(m, do_rename(m, parent, name, newparent, newname, flags,
+    if (rc == 0) rc = fsmeta_end(m, do_rename(m, parent, name, newparent, newname, flags,
                                            &victim));
     if (rc == 0 && victim) maybe_reap(FS(req), victim);
     fuse_reply_err(req, -rc);
@@ -586,7 +560,7 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const 
     int rc = view_ro(ino);
     if (rc == 0) rc = may_create(newparent, newname);
     if (rc == 0) rc = fsmeta_begin(m, 0);
-    if (rc == 0) rc = end_txn(m, do_link(m, ino, newparent, newname));
+    if (rc == 0) rc = fsmeta_end(m, do_link(m, ino, newparent, newname));
     if (rc < 0) fuse_reply_err(req, -rc); else reply_entry(req, ino);
 }
 
@@ -869,7 +843,7 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
     if (rc == 0) {
         rc = fsmeta_xattr_set(m, ino, name, value, size, f);
         if (rc == 0) rc = touch_ctime(m, ino);
-        rc = end_txn(m, rc);
+        rc = fsmeta_end(m, rc);
     }
     fuse_reply_err(req, -rc);
 }
@@ -942,7 +916,7 @@ static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
     if (rc == 0) {
         rc = fsmeta_xattr_remove(m, ino, name);
         if (rc == 0) rc = touch_ctime(m, ino);
-        rc = end_txn(m, rc);
+        rc = fsmeta_end(m, rc);
     }
     fuse_reply_err(req, -rc);
 }
@@ -1050,7 +1024,7 @@ static int lost_found(struct fs *fs, uint64_t *ino)
     a.nlink = 1;
     if (rc == 0) rc = fsmeta_mkinode(m, &a, NULL, 0);
     if (rc == 0) rc = fsmeta_link(m, dir, name, a.ino);
-    CK_TRY(end_txn(m, rc));
+    CK_TRY(fsmeta_end(m, rc));
     *ino = a.ino;
     return 0;
 }

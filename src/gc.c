@@ -58,7 +58,7 @@ static int move_records(struct store *st, struct fsm_chunk *c, size_t n)
     if (rc == 0) {
         for (size_t i = 0; rc == 0 && i < n; i++)
             rc = fsmeta_chunk_move(st->meta, c[i].id, to_pack[i], to_off[i]);
-        if (rc == 0) rc = fsmeta_commit(st->meta); else fsmeta_rollback(st->meta);
+        rc = fsmeta_end(st->meta, rc);
     }
     free(to_pack);
     free(to_off);

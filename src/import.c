@@ -36,31 +36,14 @@ static int64_t ts_ns(const struct timespec *t)
 static int make_entry(fsmeta *m, uint64_t parent, const char *name, const struct stat *sb,
                       const char *target, uint64_t *ino)
 {
-    CK_TRY(fsmeta_begin(m, 1));
-    struct fsm_attr d, a;
-    int dir = S_ISDIR(sb->st_mode);
     int64_t now = ck_now_ns();
-    int rc = fsmeta_getattr(m, parent, &d);
-    if (rc == 0 && !S_ISDIR(d.mode)) rc = -ENOTDIR;
-    if (rc == 0 && fsmeta_lookup(m, parent, name, ino) == 0) rc = -EEXIST;
-    if (rc == 0) {
-        a = (struct fsm_attr){.mode = sb->st_mode, .uid = sb->st_uid, .gid = sb->st_gid,
-                              .nlink = dir ? 2 : 1, .size = target ? strlen(target) : 0,
-                              .atime = now, .mtime = ts_ns(&sb->st_mtim), .ctime = now};
-        rc = fsmeta_mkinode(m, &a, target, target ? strlen(target) : 0);
-    }
-    if (rc == 0) rc = fsmeta_link(m, parent, name, a.ino);
-    if (rc == 0) {
-        d.nlink += dir;
-        d.mtime = d.ctime = now;
-        rc = fsmeta_setattr(m, &d);
-    }
-    if (rc < 0) {
-        fsmeta_rollback(m);
-        return rc;
-    }
+    struct fsm_attr a = {.mode = sb->st_mode, .uid = sb->st_uid, .gid = sb->st_gid,
+                         .nlink = S_ISDIR(sb->st_mode) ? 2 : 1,
+                         .size = target ? strlen(target) : 0,
+                         .atime = now, .mtime = ts_ns(&sb->st_mtim), .ctime = now};
+    CK_TRY(fsmeta_create(m, parent, name, &a, target, 1));
     *ino = a.ino;
-    return fsmeta_commit(m);
+    return 0;
 }
 
 /* Stream the file at fd into inode ino through the ingest path. */

@@ -402,7 +402,7 @@ static int commit_dirty(struct store *st, struct node *n, int durable, int provi
             const struct fsm_tensor *t = cutter_tensors(n->cut, &nt);
             rc = fsmeta_set_tensors(st->meta, n->ino, cutter_family(n->cut), t, nt);
         }
-        if (rc == 0) rc = fsmeta_commit(st->meta); else fsmeta_rollback(st->meta);
+        rc = fsmeta_end(st->meta, rc);
     }
     if (rc < 0) {
         free(v);
