@@ -101,6 +101,7 @@ struct retain {
     struct store *st; /* its meta is reopened after daemonizing: look it up */
     struct hist_policy p;
     unsigned interval;
+    uint64_t seen; /* last change when it last ran */
     pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -109,6 +110,12 @@ struct retain {
 
 static void retain_once(struct retain *r)
 {
+    /* Without keep_within the outcome changes only with the history: an idle
+    ** mount need not walk every version each interval. */
+    uint64_t last;
+    if (fsmeta_seq_last(r->st->meta, &last) == 0 && last == r->seen && !r->p.keep_within_ns)
+        return;
+    r->seen = last;
     struct hist_prune_stats s;
     int rc = history_prune(r->st->meta, &r->p, ck_now_ns(), 0, NULL, NULL, &s);
     if (rc < 0) ck_log(CK_LOG_ERR, "retention: %s", strerror(-rc));

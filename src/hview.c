@@ -172,11 +172,6 @@ static int stat_of(hview *h, const struct hkey *k, struct stat *sb)
     memset(sb, 0, sizeof *sb);
     sb->st_ino = key_ino(k);
     sb->st_nlink = 1;
-    struct fsm_attr root;
-    CK_TRY(fsmeta_getattr(m, FSMETA_ROOT_INO, &root));
-    sb->st_uid = root.uid;
-    sb->st_gid = root.gid;
-    int64_t t = root.mtime;
     if (k->kind == HK_FILE) {
         struct fsm_version v;
         CK_TRY(fsmeta_version_get(m, k->ver, &v));
@@ -190,6 +185,12 @@ static int stat_of(hview *h, const struct hkey *k, struct stat *sb)
         set_time(&sb->st_ctim, v.time);
         return 0;
     }
+    /* Everything else is owned like the root and dated by its change. */
+    struct fsm_attr root;
+    CK_TRY(fsmeta_getattr(m, FSMETA_ROOT_INO, &root));
+    sb->st_uid = root.uid;
+    sb->st_gid = root.gid;
+    int64_t t = root.mtime;
     if (k->kind == HK_SNAP || k->kind == HK_EMPTY || k->kind == HK_LINK)
         fsmeta_seq_time(m, k->seq, &t);
     switch (k->kind) {
@@ -312,31 +313,40 @@ static int take_entry(void *ctx, const struct fsm_hentry *e)
     return 1;
 }
 
-static int path_child(fsmeta *m, const char *dir, const char *name, struct hkey *c)
+static char *join(const char *dir, const char *name)
 {
     size_t len = strlen(dir) + strlen(name) + 2;
     char *path = malloc(len);
+    if (path) snprintf(path, len, "%s/%s", dir, name);
+    return path;
+}
+
+/* A version of the path dir named as listed (vSEQ-...); -ENOENT if none. */
+static int version_child(fsmeta *m, const char *dir, uint64_t want, struct hkey *c)
+{
+    struct hist_span *sp;
+    struct fsm_version *v;
+    size_t n, nv;
+    CK_TRY(history_resolve(m, dir[0] ? dir : "/", &sp, &n));
+    int rc = history_versions(m, sp, n, &v, &nv);
+    free(sp);
+    CK_TRY(rc);
+    rc = -ENOENT;
+    for (size_t i = 0; i < nv; i++)
+        if (v[i].seq == want) *c = (struct hkey){.kind = HK_FILE, .ver = v[i].id}, rc = 0;
+    free(v);
+    return rc;
+}
+
+static int path_child(fsmeta *m, const char *dir, const char *name, struct hkey *c)
+{
+    uint64_t want = version_seq(name);
+    if (want && version_child(m, dir, want, c) == 0) return 0;
+    char *path = join(dir, name);
     if (!path) return -ENOMEM;
-    snprintf(path, len, "%s/%s", dir, name);
     struct hist_span *sp;
     size_t n;
-    int rc = history_resolve(m, dir[0] ? dir : "/", &sp, &n);
-    uint64_t want = version_seq(name);
-    if (rc == 0 && want) { /* a version of dir itself */
-        struct fsm_version *v;
-        size_t nv;
-        rc = history_versions(m, sp, n, &v, &nv);
-        for (size_t i = 0; rc == 0 && i < nv; i++)
-            if (v[i].seq == want) *c = (struct hkey){.kind = HK_FILE, .ver = v[i].id};
-        if (rc == 0) free(v);
-        if (rc == 0 && c->kind == HK_FILE) {
-            free(sp);
-            free(path);
-            return 0;
-        }
-    }
-    free(sp);
-    if (rc == 0) rc = history_resolve(m, path, &sp, &n);
+    int rc = history_resolve(m, path, &sp, &n);
     if (rc == 0) {
         free(sp);
         if (n == 0) rc = -ENOENT;
@@ -499,16 +509,13 @@ static int list_path(struct lister *l, const char *dir, uint64_t after)
         struct hkey c;
         char vname[64];
         const char *name = vname;
-        if (i < nn) {
+        if (i < nn) { /* a name the spans held: its path resolves, by construction */
             name = names[i];
-            rc = path_child(m, dir, name, &c);
+            c = (struct hkey){.kind = HK_PATH, .path = join(dir, name)};
+            if (!c.path) rc = -ENOMEM;
         } else {
             version_name(&v[i - nn], vname, sizeof vname);
             c = (struct hkey){.kind = HK_FILE, .ver = v[i - nn].id};
-        }
-        if (rc == -ENOENT) { /* a name whose every span is gone */
-            rc = 0;
-            continue;
         }
         int stop = rc == 0 && offer(l, name, &c, i + 3);
         free(c.path);
