@@ -318,7 +318,7 @@ static int cmd_cat(struct store *st, char *arg)
 
 struct scan {
     struct store *st;
-    const struct opts *o;
+    int quiet; /* count bad blocks without a line each */
     uint64_t done, total, bad, bytes;
     uint8_t *buf;
     size_t cap;
@@ -335,7 +335,7 @@ static int count_one(void *ctx, const struct fsm_chunk *c)
 static void report_bad(struct scan *s, const struct fsm_chunk *c, int rc, const char *what)
 {
     s->bad++;
-    if (s->o->json) return;
+    if (s->quiet) return;
     printf("bad block %llu: pack %u offset %llu (%llu bytes): %s\n", U(c->id), c->pack,
            U(c->off), U(c->raw_len), rc == -EIO ? what : strerror(-rc));
 }
@@ -372,7 +372,7 @@ static int scan_blocks(struct scan *s)
 
 static int cmd_verify(struct store *st, const struct opts *o)
 {
-    struct scan s = {.st = st, .o = o};
+    struct scan s = {.st = st, .quiet = o->json};
     CK_TRY(scan_blocks(&s));
     if (o->json)
         printf("{\"blocks\": %llu, \"bytes\": %llu, \"bad\": %llu}\n", U(s.done), U(s.bytes),
@@ -404,7 +404,7 @@ static int cmd_fsck(struct store *st, const struct opts *o)
     int meta = fsmeta_check(st->meta, o->repair, print_problem, &p);
     if (meta < 0 && o->json) printf("]}\n");
     if (meta < 0) return meta;
-    struct scan s = {.st = st, .o = &(struct opts){.json = 1}, .headers_only = 1};
+    struct scan s = {.st = st, .quiet = 1, .headers_only = 1}; /* one summary line */
     int rc = scan_blocks(&s);
     if (rc < 0) return rc;
     if (s.bad) {
