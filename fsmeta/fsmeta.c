@@ -38,6 +38,8 @@ const char *const fsm_core_sql[S_COUNT] = {
     [S_XUPD] = "UPDATE xattr SET value=?3 WHERE ino=?1 AND name=?2",
     [S_XLIST] = "SELECT name FROM xattr WHERE ino=?1 ORDER BY name",
     [S_XDEL] = "DELETE FROM xattr WHERE ino=?1 AND name=?2",
+    [S_XINHERIT] = "INSERT INTO xattr(ino,name,value) SELECT ?1,name,value FROM xattr "
+                   "WHERE ino=?2 AND name=CAST('" FSMETA_INHERITED_XATTR "' AS BLOB)",
     [S_EXTENTS] = "SELECT e.off,c.id,c.pack,c.off,c.raw_len,c.stored_len,c.codec,"
                   "c.hash,c.base,c.depth,c.chain FROM inode i JOIN extent e ON e.ver=i.ver "
                   "JOIN chunk c ON c.id=e.chunk WHERE i.ino=?1 AND i.ver<>0 ORDER BY e.off",
@@ -50,14 +52,16 @@ const char *const fsm_core_sql[S_COUNT] = {
                    "ELSE 0 END WHERE id=?1 RETURNING refs,base",
     [S_CHUNKGET] = "SELECT id,pack,off,raw_len,stored_len,codec,hash,base,depth,chain "
                    "FROM chunk WHERE id=?1",
-    [S_TDEL] = "DELETE FROM tensor WHERE ino=?1",
-    [S_TINS] = "INSERT OR REPLACE INTO tensor(ino,off,len,dtype,width,name) "
+    [S_TDEL] = "DELETE FROM tensor WHERE ver=?1",
+    [S_TINS] = "INSERT OR REPLACE INTO tensor(ver,off,len,dtype,width,name) "
                "VALUES(?1,?2,?3,?4,?5,?6)",
-    [S_TLIST] = "SELECT off,len,dtype,width,name FROM tensor WHERE ino=?1 ORDER BY off",
+    [S_TLIST] = "SELECT off,len,dtype,width,name FROM tensor WHERE ver=?1 ORDER BY off",
     [S_FAMILY] = "SELECT ino FROM inode WHERE family=?1 AND ino<>?2 AND nlink>0 "
-                 "AND EXISTS (SELECT 1 FROM tensor t WHERE t.ino=inode.ino) "
+                 "AND EXISTS (SELECT 1 FROM tensor t WHERE t.ver=inode.ver) "
                  "ORDER BY mtime DESC LIMIT 1",
     [S_SETFAMILY] = "UPDATE inode SET family=?2 WHERE ino=?1",
+    [S_VERFAMILY] = "UPDATE version SET family=?2,policy=?3 WHERE id=?1",
+    [S_CURVER] = "SELECT ver FROM inode WHERE ino=?1",
     [S_EXTINS] = "INSERT INTO extent(ver,off,chunk) VALUES(?1,?2,?3)",
     [S_SETCONTENT] = "UPDATE inode SET size=?2,mtime=?3,ctime=?4,stored=?5,ver=?6 "
                      "WHERE ino=?1",
@@ -158,6 +162,40 @@ static int upgrade_to_3(fsmeta *m)
     return exec(m, sql);
 }
 
+/* Format 4 keeps tensors per version and gives versions a family and a
+** lossy policy. Before the schema runs: new version columns, and the old
+** tensor table moved aside so the schema makes the new one. */
+static int upgrade_to_4_pre(fsmeta *m)
+{
+    if (compiles(m, "SELECT 1 FROM version") && !compiles(m, "SELECT policy FROM version")) {
+        ck_log(CK_LOG_INFO, "upgrading the store's metadata to format 4");
+        CK_TRY(exec(m, "BEGIN;"
+                       "ALTER TABLE version ADD COLUMN family BLOB;"
+                       "ALTER TABLE version ADD COLUMN policy BLOB;"
+                       "ALTER TABLE version ADD COLUMN lossy INTEGER NOT NULL DEFAULT 0;"
+                       "ALTER TABLE version ADD COLUMN err REAL;"
+                       "COMMIT;"));
+    }
+    if (compiles(m, "SELECT ino FROM tensor"))
+        CK_TRY(exec(m, "ALTER TABLE tensor RENAME TO tensor_v3;"));
+    return 0;
+}
+
+/* After the schema (and format 3): tensors move to their inode's current
+** version, and versions learn their inode's family. */
+static int upgrade_to_4(fsmeta *m)
+{
+    if (!compiles(m, "SELECT 1 FROM tensor_v3")) return 0;
+    return exec(m, "BEGIN;"
+                   "INSERT OR IGNORE INTO tensor(ver,off,len,dtype,width,name) "
+                   " SELECT i.ver,t.off,t.len,t.dtype,t.width,t.name FROM tensor_v3 t "
+                   " JOIN inode i ON i.ino=t.ino WHERE i.ver<>0;"
+                   "UPDATE version SET family=(SELECT family FROM inode "
+                   " WHERE inode.ino=version.ino);"
+                   "DROP TABLE tensor_v3;"
+                   "COMMIT;");
+}
+
 /* ckpt_seq(): the triggers' way to the running transaction's sequence. */
 static void fn_seq(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 {
@@ -167,11 +205,11 @@ static void fn_seq(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 
 static int prepare_all(fsmeta *m)
 {
-    const char *const *tables[] = {fsm_core_sql, fsm_hist_sql, fsm_check_sql};
+    const char *const *tables[] = {fsm_core_sql, fsm_hist_sql, fsm_check_sql, fsm_lossy_sql};
     for (int i = 0; i < S_COUNT; i++) {
         if (m->readonly && (i == S_SYNC_FULL || i == S_SYNC_NORMAL)) continue;
         const char *sql = NULL;
-        for (size_t t = 0; t < 3 && !sql; t++) sql = tables[t][i];
+        for (size_t t = 0; t < 4 && !sql; t++) sql = tables[t][i];
         assert(sql);
         int rc = sqlite3_prepare_v3(m->db, sql, -1, SQLITE_PREPARE_PERSISTENT,
                                     &m->st[i], NULL);
@@ -209,8 +247,10 @@ int fsmeta_open(const char *path, int readonly, uint32_t root_uid,
     if (!readonly) {
         rc = exec(m, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;");
         if (rc == 0) rc = upgrade_to_2(m);
+        if (rc == 0) rc = upgrade_to_4_pre(m);
         if (rc == 0) rc = exec(m, fsmeta_schema_sql);
         if (rc == 0) rc = upgrade_to_3(m);
+        if (rc == 0) rc = upgrade_to_4(m);
         if (rc < 0) goto fail;
     }
     if ((rc = prepare_all(m)) < 0) goto fail;
@@ -388,6 +428,12 @@ static int create_in(fsmeta *m, uint64_t parent, const char *name, struct fsm_at
     }
     CK_TRY(fsmeta_mkinode(m, a, target, target ? strlen(target) : 0));
     CK_TRY(fsmeta_link(m, parent, name, a->ino));
+    if (dir || S_ISREG(a->mode)) {
+        sqlite3_stmt *s = stmt(m, S_XINHERIT);
+        bind_i64(s, 1, (int64_t)a->ino);
+        bind_i64(s, 2, (int64_t)parent);
+        CK_TRY(run(m, s));
+    }
     d.nlink += (uint32_t)dir;
     d.mtime = d.ctime = ck_now_ns();
     return fsmeta_setattr(m, &d);
@@ -432,16 +478,9 @@ int fsm_release_version(fsmeta *m, uint64_t ver)
     for (size_t i = 0; rc == 0 && i < n; i++) rc = fsm_chunk_ref(m, ext[i].c.id, -1);
     free(ext);
     CK_TRY(rc);
+    CK_TRY(run_id(m, S_TDEL, ver));
     sqlite3_stmt *s = stmt(m, S_VEREXTDEL);
     bind_i64(s, 1, (int64_t)ver);
-    return run(m, s);
-}
-
-/* Run a statement binding only ?1 = id. */
-static int run_id(fsmeta *m, int which, uint64_t id)
-{
-    sqlite3_stmt *s = stmt(m, which);
-    bind_i64(s, 1, (int64_t)id);
     return run(m, s);
 }
 
@@ -449,8 +488,7 @@ static int run_id(fsmeta *m, int which, uint64_t id)
 int fsmeta_rminode(fsmeta *m, uint64_t ino)
 {
     CK_TRY(fsmeta_begin(m, 0));
-    int rc = run_id(m, S_TDEL, ino);
-    if (rc == 0) rc = run_id(m, S_RMXATTRS, ino);
+    int rc = run_id(m, S_RMXATTRS, ino);
     if (rc == 0) rc = run_id(m, S_RMINODE, ino);
     return fsmeta_end(m, rc);
 }
@@ -686,7 +724,7 @@ int fsmeta_version_extents(fsmeta *m, uint64_t ver, struct fsm_extent **out, siz
     return extents_by(m, S_VEREXT, ver, out, n);
 }
 
-static int add_chunk(fsmeta *m, struct fsm_chunk *c)
+int fsm_add_chunk(fsmeta *m, struct fsm_chunk *c)
 {
     sqlite3_stmt *s = stmt(m, S_CHUNKINS);
     bind_i64(s, 1, c->pack);
@@ -725,13 +763,12 @@ static int put_version(fsmeta *m, uint64_t ino, struct fsm_extent *ext, size_t n
 {
     *stored = 0;
     for (size_t i = 0; i < n; i++) {
-        if (ext[i].c.id == 0) CK_TRY(add_chunk(m, &ext[i].c));
+        if (ext[i].c.id == 0) CK_TRY(fsm_add_chunk(m, &ext[i].c));
         CK_TRY(fsm_chunk_ref(m, ext[i].c.id, 1));
         *stored += ext[i].c.stored_len;
     }
     uint64_t old;
     CK_TRY(provisional_of(m, ino, &old));
-    CK_TRY(run_id(m, S_TDEL, ino)); /* the caller sets the new content's */
     sqlite3_stmt *s = stmt(m, S_VERINS);
     bind_i64(s, 1, (int64_t)ino);
     bind_i64(s, 2, cur_seq(m));
@@ -902,38 +939,62 @@ int fsmeta_chunk_get(fsmeta *m, uint64_t id, struct fsm_chunk *c)
     return rc;
 }
 
-int fsmeta_set_tensors(fsmeta *m, uint64_t ino, const char *family,
-                       const struct fsm_tensor *t, size_t n)
+/* The current version of ino; -ENOENT when it has no content. */
+static int current_ver(fsmeta *m, uint64_t ino, uint64_t *ver)
 {
-    lock(m);
-    sqlite3_stmt *s = stmt(m, S_TDEL);
+    sqlite3_stmt *s = stmt(m, S_CURVER);
     bind_i64(s, 1, (int64_t)ino);
-    int rc = run(m, s);
-    for (size_t i = 0; rc == 0 && i < n; i++) {
-        s = stmt(m, S_TINS);
-        bind_i64(s, 1, (int64_t)ino);
+    int rc = sqlite3_step(s);
+    *ver = rc == SQLITE_ROW ? (uint64_t)sqlite3_column_int64(s, 0) : 0;
+    done(s);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE) return sql_err(m, rc);
+    return *ver ? 0 : -ENOENT;
+}
+
+static int put_tensors(fsmeta *m, uint64_t ver, const struct fsm_tensor *t, size_t n)
+{
+    CK_TRY(run_id(m, S_TDEL, ver));
+    for (size_t i = 0; i < n; i++) {
+        sqlite3_stmt *s = stmt(m, S_TINS);
+        bind_i64(s, 1, (int64_t)ver);
         bind_i64(s, 2, (int64_t)t[i].off);
         bind_i64(s, 3, (int64_t)t[i].len);
         bind_i64(s, 4, t[i].dtype);
         bind_i64(s, 5, t[i].width);
         bind_name(s, 6, t[i].name);
-        rc = run(m, s);
+        CK_TRY(run(m, s));
     }
+    return 0;
+}
+
+int fsmeta_set_tensors(fsmeta *m, uint64_t ino, const char *family, const char *policy,
+                       const struct fsm_tensor *t, size_t n)
+{
+    CK_TRY(fsmeta_begin(m, 0));
+    uint64_t ver;
+    int rc = current_ver(m, ino, &ver);
+    if (rc == 0) rc = put_tensors(m, ver, t, n);
     if (rc == 0) {
-        s = stmt(m, S_SETFAMILY);
+        sqlite3_stmt *s = stmt(m, S_SETFAMILY);
         bind_i64(s, 1, (int64_t)ino);
         if (family) bind_name(s, 2, family);
         rc = run(m, s);
     }
-    unlock(m);
-    return rc;
+    if (rc == 0) {
+        sqlite3_stmt *s = stmt(m, S_VERFAMILY);
+        bind_i64(s, 1, (int64_t)ver);
+        if (family) bind_name(s, 2, family);
+        if (policy && n) bind_name(s, 3, policy);
+        rc = run(m, s);
+    }
+    return fsmeta_end(m, rc);
 }
 
-int fsmeta_tensors(fsmeta *m, uint64_t ino, struct fsm_tensor **out, size_t *n)
+int fsmeta_version_tensors(fsmeta *m, uint64_t ver, struct fsm_tensor **out, size_t *n)
 {
     lock(m);
     sqlite3_stmt *s = stmt(m, S_TLIST);
-    bind_i64(s, 1, (int64_t)ino);
+    bind_i64(s, 1, (int64_t)ver);
     struct fsm_tensor *v = NULL;
     size_t len = 0, cap = 0;
     int rc;
@@ -957,6 +1018,21 @@ int fsmeta_tensors(fsmeta *m, uint64_t ino, struct fsm_tensor **out, size_t *n)
     *out = v;
     *n = len;
     return 0;
+}
+
+int fsmeta_tensors(fsmeta *m, uint64_t ino, struct fsm_tensor **out, size_t *n)
+{
+    uint64_t ver;
+    lock(m);
+    int rc = current_ver(m, ino, &ver);
+    unlock(m);
+    if (rc == -ENOENT) {
+        *out = NULL;
+        *n = 0;
+        return 0;
+    }
+    CK_TRY(rc);
+    return fsmeta_version_tensors(m, ver, out, n);
 }
 
 int fsmeta_family_latest(fsmeta *m, const char *family, uint64_t not_ino, uint64_t *ino)

@@ -96,11 +96,16 @@ int fsmeta_getattr(fsmeta *m, uint64_t ino, struct fsm_attr *a);
 int fsmeta_setattr(fsmeta *m, const struct fsm_attr *a);
 /* Insert a new inode from a (ino ignored, set on return); target for symlinks. */
 int fsmeta_mkinode(fsmeta *m, struct fsm_attr *a, const void *target, size_t tlen);
+/* The one extended attribute a new file or directory inherits from the
+** directory it is created in (src/policy.h). */
+#define FSMETA_INHERITED_XATTR "user.ckptfs.policy"
+
 /* Make inode *a (ino set on return; target for symlinks) and name it name
 ** in directory parent, whose link count and times follow, in one transaction
 ** (durable: as fsmeta_begin). -ENOTDIR, -ENOENT if parent was removed while
 ** open, -EEXIST if the name is taken. Under a setgid directory the group is
-** the directory's and a new directory is setgid too (BSD semantics). */
+** the directory's and a new directory is setgid too (BSD semantics). A new
+** file or directory gets the parent's FSMETA_INHERITED_XATTR. */
 int fsmeta_create(fsmeta *m, uint64_t parent, const char *name, struct fsm_attr *a,
                   const char *target, int durable);
 /* Delete an inode with its xattrs and content. */
@@ -148,12 +153,16 @@ int fsmeta_keep_current(fsmeta *m, uint64_t ino);
 /* One chunk by id (any, garbage included). -ENOENT if there is none. */
 int fsmeta_chunk_get(fsmeta *m, uint64_t id, struct fsm_chunk *c);
 
-/* Record the tensors of ino's content and its family key (NULL: none);
-** replaces earlier ones. Call in the transaction that sets the content. */
-int fsmeta_set_tensors(fsmeta *m, uint64_t ino, const char *family,
+/* Record the tensors of ino's current version, its family key (NULL: none)
+** and the lossy policy that applies to it (NULL: lossless; ignored when it
+** has no tensors); replaces earlier ones. -ENOENT if ino has no content.
+** Call in the transaction that sets the content. */
+int fsmeta_set_tensors(fsmeta *m, uint64_t ino, const char *family, const char *policy,
                        const struct fsm_tensor *t, size_t n);
-/* Tensors of ino's committed content by offset; *out malloc'd. */
+/* Tensors of ino's current version (none if it has no content), or of
+** version ver, by offset; *out malloc'd. */
 int fsmeta_tensors(fsmeta *m, uint64_t ino, struct fsm_tensor **out, size_t *n);
+int fsmeta_version_tensors(fsmeta *m, uint64_t ver, struct fsm_tensor **out, size_t *n);
 /* The most recently modified other live file of the family that has
 ** tensors; -ENOENT if none. */
 int fsmeta_family_latest(fsmeta *m, const char *family, uint64_t not_ino, uint64_t *ino);
@@ -177,6 +186,9 @@ int fsmeta_name_of(fsmeta *m, uint64_t ino, uint64_t *parent, char *name, size_t
 #define FSM_SEQ_NOW UINT64_MAX /* "alive now" as an end of life */
 
 enum { FSM_VER_KEPT = 0, FSM_VER_PROVISIONAL = 1, FSM_VER_PRUNED = 2 };
+/* Where a version with a policy stands: waiting for a newer version (or the
+** recoder), re-encoded lossily, or left exact (nothing to quantize). */
+enum { FSM_LOSSY_TODO = 0, FSM_LOSSY_DONE = 1, FSM_LOSSY_EXACT = 2 };
 
 struct fsm_version {
     uint64_t id, ino, seq;
@@ -185,6 +197,9 @@ struct fsm_version {
     uint64_t size, stored;
     uint32_t mode, uid, gid;
     int state;     /* FSM_VER_* */
+    char policy[128]; /* lossy policy (src/policy.h); "": lossless */
+    int lossy;     /* FSM_LOSSY_* */
+    double err;    /* FSM_LOSSY_DONE: relative L2 error of its tensors; else -1 */
 };
 
 /* A directory entry of history: alive for born <= seq < died. */
@@ -210,7 +225,8 @@ int fsmeta_version_extents(fsmeta *m, uint64_t ver, struct fsm_extent **out, siz
 /* Release a version's content (retention): its row stays, pruned. -EBUSY for
 ** the current version of a live file. */
 int fsmeta_version_prune(fsmeta *m, uint64_t ver);
-/* Raw bytes of ver by codec: raw[CODEC] and delta (blocks stored as deltas). */
+/* Raw bytes of ver by codec: raw[CODEC] and delta (tensor blocks stored as
+** deltas). */
 struct fsm_mix { uint64_t raw[4], delta, blocks; };
 int fsmeta_version_mix(fsmeta *m, uint64_t ver, struct fsm_mix *mix);
 /* A version holding the base of one of ver's delta blocks; 0 if none. */
@@ -232,6 +248,22 @@ int fsmeta_seq_last(fsmeta *m, uint64_t *seq);
 int fsmeta_seq_at(fsmeta *m, int64_t t, uint64_t *seq);
 int fsmeta_seq_time(fsmeta *m, uint64_t seq, int64_t *t);
 int fsmeta_changes(fsmeta *m, uint64_t after, fsmeta_change_cb cb, void *ctx);
+
+/* ---- Lossy re-encoding (fsmeta_lossy.c) ---- */
+
+/* The oldest version waiting for its lossy policy that may be re-encoded
+** now: a newer version of its inode or family exists, or its policy makes
+** the newest lossy too. -ENOENT if none. */
+int fsmeta_recode_next(fsmeta *m, struct fsm_version *v);
+/* The kept version of v's inode or family committed last before v: what a
+** reader rebuilds for it is the base of v's residuals. -ENOENT if none. */
+int fsmeta_recode_prev(fsmeta *m, const struct fsm_version *v, uint64_t *prev);
+/* Replace blocks of version ver: ext[i].c (inserted when its id is 0)
+** becomes the block at ext[i].file_off, which must already be an extent of
+** ver; then mark ver FSM_LOSSY_DONE with error err, or, when n is 0,
+** FSM_LOSSY_EXACT. One transaction. */
+int fsmeta_recode_commit(fsmeta *m, uint64_t ver, struct fsm_extent *ext, size_t n,
+                         double err);
 
 /* ---- Checks and garbage collection (fsmeta_check.c) ---- */
 

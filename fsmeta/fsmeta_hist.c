@@ -8,7 +8,7 @@
 */
 #include "fsmeta_int.h"
 
-#define VER_COLS "v.id,v.ino,v.seq,coalesce(c.time,0),v.mtime,v.size,v.stored,v.mode,v.uid,v.gid,v.state"
+#define VER_COLS "v.id,v.ino,v.seq,coalesce(c.time,0),v.mtime,v.size,v.stored,v.mode,v.uid,v.gid,v.state,v.policy,v.lossy,coalesce(v.err,-1)"
 #define VER_FROM " FROM version v LEFT JOIN change c ON c.seq=v.seq "
 #define H_COLS "rowid,parent,ino,mode,born,coalesce(died,-1),name"
 #define ALIVE_AT "born<=?2 AND (died IS NULL OR died>?2)"
@@ -32,7 +32,7 @@ const char *const fsm_hist_sql[S_COUNT] = {
     [S_SEQATTIME] = "SELECT coalesce(max(seq),0) FROM change WHERE time<=?1",
     [S_SEQTIME] = "SELECT time FROM change WHERE seq=?1",
     [S_CHANGES] = "SELECT seq,time FROM change WHERE seq>?1 ORDER BY seq",
-    [S_VERMIX] = "SELECT c.codec,c.base<>0,sum(c.raw_len),count(*) FROM extent e "
+    [S_VERMIX] = "SELECT c.codec,c.base<>0 AND c.codec=2,sum(c.raw_len),count(*) FROM extent e "
                  "JOIN chunk c ON c.id=e.chunk WHERE e.ver=?1 GROUP BY 1,2",
     [S_VERBASE] = "SELECT b.ver FROM extent e JOIN chunk c ON c.id=e.chunk "
                   "JOIN extent b ON b.chunk=c.base WHERE e.ver=?1 AND c.base<>0 "
@@ -53,6 +53,10 @@ static void read_version(sqlite3_stmt *s, void *out)
     v->uid = (uint32_t)sqlite3_column_int64(s, 8);
     v->gid = (uint32_t)sqlite3_column_int64(s, 9);
     v->state = (int)sqlite3_column_int64(s, 10);
+    int k = copy_blob(s, 11, v->policy, sizeof v->policy - 1);
+    v->policy[k < 0 ? 0 : k] = 0;
+    v->lossy = (int)sqlite3_column_int64(s, 12);
+    v->err = sqlite3_column_double(s, 13);
 }
 
 static void read_hentry(sqlite3_stmt *s, void *out)

@@ -21,9 +21,9 @@ enum {
     /* fsmeta.c: namespace, attributes, content */
     S_GETATTR, S_SETATTR, S_MKINODE, S_RMINODE, S_RMXATTRS, S_READLINK,
     S_LOOKUP, S_LINK, S_UNLINK, S_RELINK, S_MOVE, S_HASCHILD, S_READDIR,
-    S_XGET, S_XINS, S_XUPD, S_XLIST, S_XDEL,
+    S_XGET, S_XINS, S_XUPD, S_XLIST, S_XDEL, S_XINHERIT,
     S_EXTENTS, S_CHUNKINS, S_CHUNKREF, S_CHUNKGET, S_EXTINS,
-    S_TDEL, S_TINS, S_TLIST, S_FAMILY, S_SETFAMILY,
+    S_TDEL, S_TINS, S_TLIST, S_FAMILY, S_SETFAMILY, S_VERFAMILY, S_CURVER,
     S_SETCONTENT, S_ORPHANS, S_CHUNKS, S_FILES, S_NAMEOF,
     S_TOUCH, S_BEGIN, S_COMMIT, S_ROLLBACK, S_SYNC_FULL, S_SYNC_NORMAL,
     S_NEXTSEQ, S_CHANGEINS, S_VERINS, S_VERCUR, S_VEREXT, S_VEREXTDEL,
@@ -34,12 +34,15 @@ enum {
     S_CHANGES, S_VERMIX, S_VERBASE,
     /* fsmeta_check.c: consistency checks and garbage collection */
     S_GCDEL, S_CHUNKMOVE, S_ALLCHUNKS, S_EXTCOUNT, S_SETREFS,
+    /* fsmeta_lossy.c: lossy re-encoding */
+    S_RCNEXT, S_RCPREV, S_RCOLD, S_RCEXT, S_RCVER, S_RCINODE,
     S_COUNT
 };
 
 extern const char *const fsm_core_sql[S_COUNT];
 extern const char *const fsm_hist_sql[S_COUNT];
 extern const char *const fsm_check_sql[S_COUNT];
+extern const char *const fsm_lossy_sql[S_COUNT];
 
 struct fsmeta {
     sqlite3 *db;
@@ -87,6 +90,14 @@ static inline int run(fsmeta *m, sqlite3_stmt *s)
     return rc == SQLITE_DONE ? 0 : sql_err(m, rc);
 }
 
+/* Run a statement binding only ?1 = id. */
+static inline int run_id(fsmeta *m, int which, uint64_t id)
+{
+    sqlite3_stmt *s = stmt(m, which);
+    bind_i64(s, 1, (int64_t)id);
+    return run(m, s);
+}
+
 /* Finish a query statement (after reading rows). */
 static inline void done(sqlite3_stmt *s)
 {
@@ -126,6 +137,8 @@ static inline int64_t cur_seq(fsmeta *m)
     return m->seq;
 }
 
+/* Insert chunk *c (refs 0); sets c->id. */
+int fsm_add_chunk(fsmeta *m, struct fsm_chunk *c);
 /* Add d (+1 or -1) to a chunk's references, cascading to its base. */
 int fsm_chunk_ref(fsmeta *m, uint64_t id, int d);
 /* A link target (BLOB column 0 of a query binding ?1 = id) into buf; -EINVAL

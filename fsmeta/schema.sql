@@ -1,4 +1,4 @@
--- schema.sql: the ckptfs metadata schema (STORE/meta.db), format version 3.
+-- schema.sql: the ckptfs metadata schema (STORE/meta.db), format version 4.
 -- Compiled into the binaries; fsmeta.c is the only code that speaks SQL.
 -- Times are nanoseconds since the epoch. Names and link targets are BLOBs:
 -- file names are bytes, not text.
@@ -68,16 +68,17 @@ CREATE TABLE IF NOT EXISTS chunk (
     dead        INTEGER NOT NULL DEFAULT 0  -- when refs last fell to 0 (gc's grace)
 );
 
--- Tensors of the committed content of ino, as the format parser found them:
--- the next version of the file (or of its family) deltas against these.
+-- Tensors of each version's content, as the format parser found them: the
+-- next version of the file (or of its family) deltas against the current
+-- version's, and a lossy policy re-encodes old versions tensor by tensor.
 CREATE TABLE IF NOT EXISTS tensor (
-    ino     INTEGER NOT NULL,
+    ver     INTEGER NOT NULL,           -- version.id
     off     INTEGER NOT NULL,           -- byte range in the file
     len     INTEGER NOT NULL,
     dtype   INTEGER NOT NULL,           -- enum fmt_dtype (src/fmt.h)
     width   INTEGER NOT NULL,           -- bytes per element
     name    BLOB NOT NULL,
-    PRIMARY KEY (ino, off)
+    PRIMARY KEY (ver, off)
 ) WITHOUT ROWID;
 
 -- One row per committed version of a regular file. Each holds one
@@ -93,11 +94,20 @@ CREATE TABLE IF NOT EXISTS version (
     uid     INTEGER NOT NULL,
     gid     INTEGER NOT NULL,
     stored  INTEGER NOT NULL,           -- bytes of pack records of its extents
-    state   INTEGER NOT NULL DEFAULT 0  -- 0 kept; 1 provisional: committed by
+    state   INTEGER NOT NULL DEFAULT 0, -- 0 kept; 1 provisional: committed by
                                         -- fsync while still being written, so
                                         -- the next commit replaces it; 2 pruned
+    family  BLOB,                       -- the inode's family when committed
+    policy  BLOB,                       -- lossy policy (src/policy.h) to apply
+                                        -- once a newer version exists; NULL:
+                                        -- lossless
+    lossy   INTEGER NOT NULL DEFAULT 0, -- 1: re-encoded under policy
+    err     REAL                        -- then: relative L2 error of the
+                                        -- re-encoded tensors (rebuilt vs exact)
 );
 CREATE INDEX IF NOT EXISTS version_ino ON version (ino, seq);
+-- The recoder's queue: versions waiting for their policy.
+CREATE INDEX IF NOT EXISTS version_todo ON version (lossy, seq) WHERE policy IS NOT NULL;
 
 -- Version content: the block of raw bytes at [off, off + chunk.raw_len) of
 -- version ver. Ranges not covered by an extent, below size, read as zeros.

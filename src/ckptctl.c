@@ -24,6 +24,7 @@
 #include "gc.h"
 #include "history.h"
 #include "import.h"
+#include "recode.h"
 #include "store.h"
 
 #include <getopt.h>
@@ -64,12 +65,16 @@ static const char usage_text[] =
     "         period (default 10m)\n"
     "  import [--json] STORE DIR [DEST]\n"
     "         copy the tree DIR into the store at DEST (default /), as a mount\n"
-    "         would store it\n\n"
+    "         would store it\n"
+    "  recode [--json] STORE\n"
+    "         re-encode now the versions a lossy policy has made due (what a\n"
+    "         mount does in the background)\n\n"
     "options:\n"
     "  -h, --help      this help (also after a command)\n"
     "  -V, --version   print the version\n\n"
     "exit status: 0 success, 1 failure, 2 usage error, 3 problems found\n"
-    "(verify, fsck), 4 store mounted (fsck --repair, gc, import need it not)\n";
+    "(verify, fsck), 4 store mounted (fsck --repair, gc, import, recode need\n"
+    "it not)\n";
 
 struct opts {
     int json, files, repair, dry_run;
@@ -217,6 +222,16 @@ static int path_versions(struct store *st, const char *path, struct fsm_version 
     return rc;
 }
 
+/* What a policy did to a version: "exact", "excp pending", "excp 1.2e-03". */
+static void lossy_text(const struct fsm_version *v, char *buf, size_t cap)
+{
+    size_t k = strcspn(v->policy, ":");
+    if (!v->policy[0]) snprintf(buf, cap, "exact");
+    else if (v->lossy == FSM_LOSSY_DONE) snprintf(buf, cap, "%.*s err %.2e", (int)k, v->policy, v->err);
+    else snprintf(buf, cap, "%.*s %s", (int)k, v->policy,
+                  v->lossy == FSM_LOSSY_TODO ? "pending" : "exact");
+}
+
 static void print_version(struct store *st, const struct fsm_version *v, int json, int first)
 {
     char when[32], mix[160];
@@ -227,17 +242,24 @@ static void print_version(struct store *st, const struct fsm_version *v, int jso
     if (fsmeta_version_base(st->meta, v->id, &base) == 0 && base)
         fsmeta_version_get(st->meta, base, &b);
     const char *state = v->state == FSM_VER_PROVISIONAL ? "provisional" : "kept";
+    char lossy[192];
+    lossy_text(v, lossy, sizeof lossy);
     if (json) {
         printf("%s\n  {\"seq\": %llu, \"time\": \"%s\", \"size\": %llu, \"stored\": %llu,"
-               " \"ratio\": %.4f, \"codec\": \"%s\", \"base_seq\": %llu, \"state\": \"%s\"}",
+               " \"ratio\": %.4f, \"codec\": \"%s\", \"base_seq\": %llu, \"state\": \"%s\","
+               " \"policy\": \"%s\", \"lossy\": \"%s\", \"error\": %.6g}",
                first ? "" : ",", U(v->seq), when, U(v->size), U(v->stored),
-               ratio(v->size, v->stored), mix, U(b.seq), state);
+               ratio(v->size, v->stored), mix, U(b.seq), state,
+               v->policy[0] ? v->policy : "lossless",
+               v->lossy == FSM_LOSSY_DONE ? "done" : v->policy[0] &&
+               v->lossy == FSM_LOSSY_TODO ? "pending" : "exact",
+               v->lossy == FSM_LOSSY_DONE ? v->err : 0.0);
         return;
     }
     char basestr[24] = "-";
     if (b.seq) snprintf(basestr, sizeof basestr, "%llu", U(b.seq));
-    printf("%10llu  %s  %14llu %14llu %8.3f  %-8s %s%s\n", U(v->seq), when, U(v->size),
-           U(v->stored), ratio(v->size, v->stored), basestr, mix,
+    printf("%10llu  %s  %14llu %14llu %8.3f  %-8s %-24s %s%s\n", U(v->seq), when, U(v->size),
+           U(v->stored), ratio(v->size, v->stored), basestr, lossy, mix,
            v->state == FSM_VER_PROVISIONAL ? " (provisional)" : "");
 }
 
@@ -252,8 +274,8 @@ static int cmd_log(struct store *st, const struct opts *o, const char *path)
     }
     if (o->json) printf("{\"path\": "), json_str(path), printf(", \"versions\": [");
     else
-        printf("%10s  %-20s  %14s %14s %8s  %-8s %s\n", "seq", "time (UTC)", "size",
-               "stored", "ratio", "base", "codec");
+        printf("%10s  %-20s  %14s %14s %8s  %-8s %-24s %s\n", "seq", "time (UTC)", "size",
+               "stored", "ratio", "base", "lossy", "codec");
     for (size_t i = 0; i < n; i++) print_version(st, &v[i], o->json, i == 0);
     if (o->json) printf("\n]}\n");
     free(v);
@@ -496,6 +518,20 @@ static int cmd_import(struct store *st, const struct opts *o, const char *dir,
     return 0;
 }
 
+static int cmd_recode(struct store *st, const struct opts *o)
+{
+    struct recode_stats s = {0};
+    CK_TRY(recode_pending(st, NULL, NULL, NULL, &s));
+    if (o->json)
+        printf("{\"versions\": %llu, \"blocks\": %llu, \"bytes_before\": %llu,"
+               " \"bytes_after\": %llu}\n", U(s.versions), U(s.blocks), U(s.before),
+               U(s.after));
+    else
+        printf("recode: %llu versions, %llu blocks re-encoded; %llu -> %llu bytes\n",
+               U(s.versions), U(s.blocks), U(s.before), U(s.after));
+    return 0;
+}
+
 /* ---- main ---- */
 
 struct command {
@@ -507,7 +543,7 @@ struct command {
 static const struct command commands[] = {
     {"stats", 0, 0, RO},  {"log", 1, 1, RO},    {"cat", 1, 1, RO},
     {"verify", 0, 0, RO}, {"fsck", 0, 0, RO},   {"prune", 0, 0, SHARED},
-    {"gc", 0, 0, EXCL},   {"import", 1, 2, EXCL},
+    {"gc", 0, 0, EXCL},   {"import", 1, 2, EXCL}, {"recode", 0, 0, EXCL},
 };
 
 /* Options before the command (stop at it), then anywhere after it. */
@@ -595,6 +631,7 @@ static int run(const struct command *c, struct store *st, struct opts *o, char *
     if (!strcmp(n, "fsck")) return cmd_fsck(st, o);
     if (!strcmp(n, "prune")) return cmd_prune(st, o);
     if (!strcmp(n, "gc")) return cmd_gc(st, o);
+    if (!strcmp(n, "recode")) return cmd_recode(st, o);
     return cmd_import(st, o, args[0], args[1] ? args[1] : "/");
 }
 

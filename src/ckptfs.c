@@ -11,6 +11,8 @@
 #include "common.h"
 #include "fs.h"
 #include "history.h"
+#include "policy.h"
+#include "recode.h"
 
 #include <limits.h>
 #include <pthread.h>
@@ -25,7 +27,7 @@ struct cli {
     char *store;
     unsigned long threads, cache_mib, reserve_mib, block_kib, readahead_kib;
     unsigned long keep_last, keep_every, prune_interval;
-    char *keep_within;
+    char *keep_within, *policy;
     int verbose;
     double timeout;
 };
@@ -42,6 +44,7 @@ static const struct fuse_opt cli_opts[] = {
     OPT("keep_every=%lu", keep_every),
     OPT("keep_within=%s", keep_within),
     OPT("prune_interval=%lu", prune_interval),
+    OPT("policy=%s", policy),
     OPT("verbose", verbose),
     FUSE_OPT_END,
 };
@@ -65,6 +68,10 @@ static void usage(const char *prog)
            "    -o keep_every=N      retention: and every Nth\n"
            "    -o keep_within=DUR   retention: and those current within DUR (7d)\n"
            "    -o prune_interval=S  apply retention every S seconds (default 60)\n"
+           "    -o policy=P          compression policy of files and directories\n"
+           "                         without user.ckptfs.policy: lossless (default),\n"
+           "                         bitsnap or excp, with parameters after ':'\n"
+           "                         (commas escaped: policy=excp:bits=4\\,beta=2)\n"
            "    -o verbose           log commits and recovery\n\n"
            "FUSE options:\n", prog);
     fuse_cmdline_help();
@@ -96,74 +103,116 @@ static void readahead_path(const char *real, char *out, size_t cap)
     if (f) fclose(f);
 }
 
-/* Retention applied by the daemon: a thread pruning every interval. */
-struct retain {
+/* The daemon's background work, on one thread: retention every interval
+** (when a policy is set) and, a few seconds after changes, re-encoding the
+** versions a lossy policy has made due (recode.h). */
+#define BG_TICK 2
+
+struct bg {
     struct store *st; /* its meta is reopened after daemonizing: look it up */
+    struct fuse_session *se;
+    struct fs *fs;
     struct hist_policy p;
     unsigned interval;
-    uint64_t seen; /* last change when it last ran */
+    uint64_t seen;    /* last change when retention last ran */
+    uint64_t recoded; /* last change when re-encoding last finished */
     pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    int stop, running;
+    volatile int stop;
+    int running;
 };
 
-static void retain_once(struct retain *r)
+static int bg_retains(const struct bg *b)
+{
+    return b->p.keep_last || b->p.keep_every || b->p.keep_within_ns;
+}
+
+static void retain_once(struct bg *b)
 {
     /* Without keep_within the outcome changes only with the history: an idle
     ** mount need not walk every version each interval. */
     uint64_t last;
-    if (fsmeta_seq_last(r->st->meta, &last) == 0 && last == r->seen && !r->p.keep_within_ns)
+    if (!bg_retains(b)) return;
+    if (fsmeta_seq_last(b->st->meta, &last) == 0 && last == b->seen && !b->p.keep_within_ns)
         return;
-    r->seen = last;
+    b->seen = last;
     struct hist_prune_stats s;
-    int rc = history_prune(r->st->meta, &r->p, ck_now_ns(), 0, NULL, NULL, &s);
+    int rc = history_prune(b->st->meta, &b->p, ck_now_ns(), 0, NULL, NULL, &s);
     if (rc < 0) ck_log(CK_LOG_ERR, "retention: %s", strerror(-rc));
     else if (s.pruned)
         ck_log(CK_LOG_INFO, "retention pruned %llu of %llu versions",
                (unsigned long long)s.pruned, (unsigned long long)s.versions);
 }
 
-static void *retain_main(void *arg)
+/* A re-encoded file's cached content (ours, the kernel's) is the exact bytes. */
+static void recode_changed(void *ctx, uint64_t ino)
 {
-    struct retain *r = arg;
-    pthread_mutex_lock(&r->mu);
-    while (!r->stop) {
+    struct bg *b = ctx;
+    fs_content_changed(b->fs, ino);
+    int rc = fuse_lowlevel_notify_inval_inode(b->se, (fuse_ino_t)ino, 0, 0);
+    if (rc < 0 && rc != -ENOENT)
+        ck_log(CK_LOG_WARN, "cannot drop cached pages of inode %llu: %s",
+               (unsigned long long)ino, strerror(-rc));
+}
+
+static void recode_once(struct bg *b)
+{
+    uint64_t last;
+    if (fsmeta_seq_last(b->st->meta, &last) < 0 || last == b->recoded) return;
+    struct recode_stats s = {0};
+    if (recode_pending(b->st, &b->stop, recode_changed, b, &s) == 0 && !b->stop)
+        b->recoded = last;
+    if (s.versions)
+        ck_log(CK_LOG_INFO, "re-encoded %llu versions: %llu -> %llu bytes",
+               (unsigned long long)s.versions, (unsigned long long)s.before,
+               (unsigned long long)s.after);
+}
+
+static void *bg_main(void *arg)
+{
+    struct bg *b = arg;
+    time_t next_retain = time(NULL) + b->interval;
+    pthread_mutex_lock(&b->mu);
+    while (!b->stop) {
         struct timespec until;
         clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_sec += r->interval;
-        while (!r->stop && pthread_cond_timedwait(&r->cv, &r->mu, &until) == 0) {}
-        if (r->stop) break;
-        pthread_mutex_unlock(&r->mu);
-        retain_once(r);
-        pthread_mutex_lock(&r->mu);
+        until.tv_sec += BG_TICK;
+        while (!b->stop && pthread_cond_timedwait(&b->cv, &b->mu, &until) == 0) {}
+        if (b->stop) break;
+        pthread_mutex_unlock(&b->mu);
+        recode_once(b);
+        if (time(NULL) >= next_retain) {
+            retain_once(b);
+            next_retain = time(NULL) + b->interval;
+        }
+        pthread_mutex_lock(&b->mu);
     }
-    pthread_mutex_unlock(&r->mu);
+    pthread_mutex_unlock(&b->mu);
     return NULL;
 }
 
-static void retain_start(struct retain *r)
+static void bg_start(struct bg *b)
 {
-    int any = r->p.keep_last || r->p.keep_every || r->p.keep_within_ns;
-    pthread_mutex_init(&r->mu, NULL);
-    pthread_cond_init(&r->cv, NULL);
-    r->running = any && pthread_create(&r->thread, NULL, retain_main, r) == 0;
+    pthread_mutex_init(&b->mu, NULL);
+    pthread_cond_init(&b->cv, NULL);
+    b->running = pthread_create(&b->thread, NULL, bg_main, b) == 0;
 }
 
-/* Stop the thread, then apply the policy once more to what was written last. */
-static void retain_stop(struct retain *r)
+/* Stop the thread, then apply retention once more to what was written last. */
+static void bg_stop(struct bg *b)
 {
-    if (!r->running) return;
-    pthread_mutex_lock(&r->mu);
-    r->stop = 1;
-    pthread_cond_signal(&r->cv);
-    pthread_mutex_unlock(&r->mu);
-    pthread_join(r->thread, NULL);
-    retain_once(r);
+    if (!b->running) return;
+    pthread_mutex_lock(&b->mu);
+    b->stop = 1;
+    pthread_cond_signal(&b->cv);
+    pthread_mutex_unlock(&b->mu);
+    pthread_join(b->thread, NULL);
+    retain_once(b);
 }
 
 static int serve(struct fuse_session *se, struct fuse_cmdline_opts *o, struct fs *fs,
-                 struct retain *keep)
+                 struct bg *keep)
 {
     if (fuse_set_signal_handlers(se) != 0) return 1;
     char *real = realpath(o->mountpoint, NULL); /* before mounting: no daemon yet */
@@ -191,7 +240,7 @@ static int serve(struct fuse_session *se, struct fuse_cmdline_opts *o, struct fs
         ck_log(CK_LOG_ERR, "some staged files were not recovered; kept in %s/staging",
                fs->st->path);
     int ret = 1;
-    retain_start(keep);
+    bg_start(keep);
     if (rc == 0) {
         struct fuse_loop_config *lc = fuse_loop_cfg_create();
         if (!lc) return 1;
@@ -201,7 +250,7 @@ static int serve(struct fuse_session *se, struct fuse_cmdline_opts *o, struct fs
         ret = o->singlethread ? fuse_session_loop(se) : fuse_session_loop_mt(se, lc);
         fuse_loop_cfg_destroy(lc);
     }
-    retain_stop(keep);
+    bg_stop(keep);
     fuse_session_unmount(se);
     fuse_remove_signal_handlers(se);
     return ret != 0;
@@ -239,13 +288,24 @@ int main(int argc, char **argv)
         return 2;
     }
     if (cli.block_kib) so.block_size = (size_t)cli.block_kib << 10;
-    struct retain keep = {.p = {.keep_last = (unsigned)cli.keep_last,
+    struct bg keep = {.p = {.keep_last = (unsigned)cli.keep_last,
                                 .keep_every = (unsigned)cli.keep_every},
                           .interval = cli.prune_interval ? (unsigned)cli.prune_interval : 60};
     if (cli.keep_within && history_parse_duration(cli.keep_within, &keep.p.keep_within_ns) < 0) {
         fprintf(stderr, "ckptfs: keep_within: bad duration '%s' (e.g. 12h, 7d)\n",
                 cli.keep_within);
         return 2;
+    }
+    struct policy pol;
+    char pol_text[POLICY_TEXT_MAX];
+    if (cli.policy) {
+        if (policy_parse(cli.policy, strlen(cli.policy), &pol) < 0) {
+            fprintf(stderr, "ckptfs: policy: bad value '%s' (lossless, bitsnap[:bits=B], "
+                    "excp[:alpha=A,beta=C,bits=B], ',newest')\n", cli.policy);
+            return 2;
+        }
+        policy_format(&pol, pol_text, sizeof pol_text);
+        so.policy = pol.kind == POLICY_LOSSLESS ? NULL : pol_text;
     }
     struct fs fs = {.timeout = cli.timeout, .ra_kib = cli.readahead_kib};
     int rc = store_open(cli.store, &so, &fs.st);
@@ -259,6 +319,8 @@ int main(int argc, char **argv)
     struct fuse_session *se = fuse_session_new(&args, &fs_ops, sizeof fs_ops, &fs);
     if (se) {
         keep.st = fs.st;
+        keep.se = se;
+        keep.fs = &fs;
         ret = serve(se, &o, &fs, &keep);
         fuse_session_destroy(se);
     }
@@ -268,6 +330,7 @@ int main(int argc, char **argv)
     free(o.mountpoint);
     free(cli.store);
     free(cli.keep_within);
+    free(cli.policy);
     fuse_opt_free_args(&args);
     return ret;
 }

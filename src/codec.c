@@ -6,6 +6,7 @@
 */
 #include "codec.h"
 #include "common.h"
+#include "lossy.h"
 #include "tcodec.h"
 
 #include <pthread.h>
@@ -88,6 +89,7 @@ int codec_encode(const void *raw, size_t raw_len, void *dst, size_t cap, int lev
 
 int codec_needs_base(uint8_t codec, const void *src, size_t stored_len)
 {
+    if (codec == CODEC_LOSSY) return lossy_needs_base(src, stored_len);
     return codec == CODEC_TENSOR && tc_needs_base(src, stored_len);
 }
 
@@ -108,6 +110,8 @@ int codec_decode(uint8_t codec, const void *src, size_t stored_len,
     }
     case CODEC_TENSOR:
         return tc_decode(src, stored_len, base, base_hash, dst, raw_len);
+    case CODEC_LOSSY:
+        return lossy_decode(src, stored_len, base, base_hash, dst, raw_len);
     default:
         return -EINVAL;
     }
@@ -119,6 +123,7 @@ const char *codec_name(uint8_t codec)
     case CODEC_RAW: return "raw";
     case CODEC_ZSTD: return "zstd";
     case CODEC_TENSOR: return "tensor";
+    case CODEC_LOSSY: return "lossy";
     default: return "?";
     }
 }

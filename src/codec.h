@@ -7,6 +7,8 @@
 **   CODEC_ZSTD   (1)  one zstd frame whose content is the raw bytes
 **   CODEC_TENSOR (2)  a tensor block (tcodec.h), possibly a delta against
 **                     a base block: the same block of the previous version
+**   CODEC_LOSSY  (3)  a tensor block re-encoded under a lossy policy
+**                     (lossy.h), possibly a residual against its base
 **
 ** codec_encode never returns a stored form larger than the raw bytes: when
 ** compression does not pay, the block is kept raw. Ids are written into pack
@@ -18,7 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum { CODEC_RAW = 0, CODEC_ZSTD = 1, CODEC_TENSOR = 2, CODEC_MAX = 2 };
+enum { CODEC_RAW = 0, CODEC_ZSTD = 1, CODEC_TENSOR = 2, CODEC_LOSSY = 3, CODEC_MAX = 3 };
 
 /* What the encoder knows about a block beyond its bytes. */
 struct codec_hint {

@@ -6,6 +6,7 @@
 ** directory inode; no path is ever assembled, so PATH_MAX never limits us.
 */
 #include "fs.h"
+#include "policy.h"
 #include "common.h"
 #include "history.h"
 #include "ingest.h"
@@ -832,6 +833,15 @@ static int touch_ctime(fsmeta *m, uint64_t ino)
     return fsmeta_setattr(m, &a);
 }
 
+/* A policy is stored in its canonical form, so getfattr shows every
+** parameter and versions record what was applied. */
+static int policy_value(const char *value, size_t size, char *buf)
+{
+    struct policy p;
+    CK_TRY(policy_parse(value, size, &p));
+    return policy_format(&p, buf, POLICY_TEXT_MAX);
+}
+
 static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
                         const char *value, size_t size, int flags)
 {
@@ -839,6 +849,12 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
     int rc = xattr_name_ok(m, ino, name);
     int f = (flags & XATTR_CREATE ? FSMETA_XATTR_CREATE : 0) |
             (flags & XATTR_REPLACE ? FSMETA_XATTR_REPLACE : 0);
+    char canon[POLICY_TEXT_MAX];
+    if (rc == 0 && strcmp(name, POLICY_XATTR) == 0 && (rc = policy_value(value, size, canon)) >= 0) {
+        value = canon;
+        size = (size_t)rc;
+        rc = 0;
+    }
     if (rc == 0) rc = fsmeta_begin(m, 0);
     if (rc == 0) {
         rc = fsmeta_xattr_set(m, ino, name, value, size, f);
@@ -869,6 +885,20 @@ static int shown_version(struct fs *fs, uint64_t ino, uint64_t *ver)
     return rc == -ENOENT ? 0 : rc;
 }
 
+/* A file or directory without a policy of its own has the mount's. */
+static int default_policy(struct fs *fs, uint64_t ino, char *buf, size_t size)
+{
+    struct fsm_attr a;
+    CK_TRY(fsmeta_getattr(fs->st->meta, ino, &a));
+    if (!S_ISREG(a.mode) && !S_ISDIR(a.mode)) return -ENODATA;
+    const char *p = fs->st->o.policy ? fs->st->o.policy : "lossless";
+    size_t len = strlen(p);
+    if (size == 0) return (int)len;
+    if (len > size) return -ERANGE;
+    memcpy(buf, p, len);
+    return (int)len;
+}
+
 static int get_xattr(struct fs *fs, uint64_t ino, const char *name, char *buf, size_t size)
 {
     uint64_t ver;
@@ -876,7 +906,11 @@ static int get_xattr(struct fs *fs, uint64_t ino, const char *name, char *buf, s
         CK_TRY(shown_version(fs, ino, &ver));
         return history_xattr(fs->st->meta, ver, name, buf, size);
     }
-    return hview_owns(ino) ? -ENODATA : fsmeta_xattr_get(fs->st->meta, ino, name, buf, size);
+    if (hview_owns(ino)) return -ENODATA;
+    int rc = fsmeta_xattr_get(fs->st->meta, ino, name, buf, size);
+    if (rc == -ENODATA && strcmp(name, POLICY_XATTR) == 0)
+        return default_policy(fs, ino, buf, size);
+    return rc;
 }
 
 static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
@@ -887,17 +921,30 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
     free(buf);
 }
 
-/* Stored names (live files), then the user.ckptfs.* ones (regular files). */
-static int list_xattr(struct fs *fs, uint64_t ino, char *buf, size_t size)
+/* Append the name list add[0..alen) to the alen-byte list in buf. */
+static int list_add(char *buf, size_t size, int len, const char *add, size_t alen)
 {
-    int len = hview_owns(ino) ? 0 : fsmeta_xattr_list(fs->st->meta, ino, buf, size);
-    uint64_t ver;
-    if (len < 0 || shown_version(fs, ino, &ver) < 0) return len;
-    size_t total = (size_t)len + HISTORY_XATTRS_LEN;
+    size_t total = (size_t)len + alen;
     if (size == 0) return (int)total;
     if (total > size) return -ERANGE;
-    memcpy(buf + len, HISTORY_XATTRS, HISTORY_XATTRS_LEN);
+    memcpy(buf + len, add, alen);
     return (int)total;
+}
+
+/* Stored names (live files), the policy when it is the mount's (live files
+** and directories), then the computed user.ckptfs.* (regular files). */
+static int list_xattr(struct fs *fs, uint64_t ino, char *buf, size_t size)
+{
+    int len = 0;
+    if (!hview_owns(ino)) {
+        len = fsmeta_xattr_list(fs->st->meta, ino, buf, size);
+        if (len >= 0 && default_policy(fs, ino, NULL, 0) >= 0 &&
+            fsmeta_xattr_get(fs->st->meta, ino, POLICY_XATTR, NULL, 0) == -ENODATA)
+            len = list_add(buf, size, len, POLICY_XATTR, sizeof POLICY_XATTR);
+    }
+    uint64_t ver;
+    if (len < 0 || shown_version(fs, ino, &ver) < 0) return len;
+    return list_add(buf, size, len, HISTORY_XATTRS, HISTORY_XATTRS_LEN);
 }
 
 static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
@@ -1075,4 +1122,12 @@ int fs_recover(struct fs *fs)
     uint64_t purged;
     int r = fsmeta_purge_orphans(fs->st->meta, &purged);
     return rc < 0 ? rc : r;
+}
+
+void fs_content_changed(struct fs *fs, uint64_t ino)
+{
+    struct node *n = node_find(fs->nodes, ino);
+    if (!n) return;
+    ingest_reload(n);
+    unpin(fs, n);
 }

@@ -34,4 +34,8 @@ extern const struct fuse_lowlevel_ops fs_ops;
 /* Bring back file bodies a crash left in STORE/staging (before serving). */
 int fs_recover(struct fs *fs);
 
+/* The committed content of ino was rewritten in the store (recode.h):
+** forget what is cached of it (the kernel's pages are the caller's). */
+void fs_content_changed(struct fs *fs, uint64_t ino);
+
 #endif

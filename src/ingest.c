@@ -6,13 +6,13 @@
 ** block in pool_submit while holding n->mu: workers never take n->mu.
 */
 #include "ingest.h"
+#include "policy.h"
 #include "common.h"
 #include "cutter.h"
 
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
 #include <unistd.h>
 
 struct job {
@@ -254,14 +254,6 @@ static int stream_append(struct store *st, struct node *n, const uint8_t *buf, s
     return 0;
 }
 
-/* Staging lives on the store's disk: keep the metadata reserve free there too. */
-static int stage_space(struct store *st, size_t len)
-{
-    struct statvfs sv;
-    if (fstatvfs(st->stagefd, &sv) < 0) return -errno;
-    return (uint64_t)sv.f_bavail * sv.f_frsize < len + st->o.reserve_bytes ? -ENOSPC : 0;
-}
-
 static int write_locked(struct store *st, struct node *n, const void *buf, size_t len,
                         uint64_t off)
 {
@@ -271,7 +263,7 @@ static int write_locked(struct store *st, struct node *n, const void *buf, size_
     if (n->mode == NODE_STREAM) {
         CK_TRY(stream_append(st, n, buf, len));
     } else {
-        if (off + len > n->size) CK_TRY(stage_space(st, len));
+        if (off + len > n->size) CK_TRY(store_space(st, len));
         CK_TRY(ck_pwrite_full(n->stage_fd, buf, len, off));
         n->size = CK_MAX(n->size, off + len);
     }
@@ -382,6 +374,16 @@ static int gather(struct store *st, struct node *n, struct fsm_extent **out, siz
     return 0;
 }
 
+/* The lossy policy n's new version is to get (NULL: lossless): its own
+** user.ckptfs.policy, else the mount's default. */
+static const char *policy_of(struct store *st, struct node *n, char *buf, size_t cap)
+{
+    int len = fsmeta_xattr_get(st->meta, n->ino, POLICY_XATTR, buf, cap - 1);
+    if (len < 0) return st->o.policy;
+    buf[len] = 0;
+    return strcmp(buf, "lossless") == 0 ? NULL : buf;
+}
+
 static int commit_dirty(struct store *st, struct node *n, int durable, int provisional)
 {
     /* A staging body outlives the commit while the file stays open, and is
@@ -400,7 +402,9 @@ static int commit_dirty(struct store *st, struct node *n, int durable, int provi
         if (rc == 0 && n->cut) {
             size_t nt;
             const struct fsm_tensor *t = cutter_tensors(n->cut, &nt);
-            rc = fsmeta_set_tensors(st->meta, n->ino, cutter_family(n->cut), t, nt);
+            char pbuf[POLICY_TEXT_MAX];
+            rc = fsmeta_set_tensors(st->meta, n->ino, cutter_family(n->cut),
+                                    policy_of(st, n, pbuf, sizeof pbuf), t, nt);
         }
         rc = fsmeta_end(st->meta, rc);
     }
@@ -603,4 +607,11 @@ int ingest_adopt_stage(struct store *st, struct node *n, int fd)
     n->dirty = 1;
     pthread_mutex_unlock(&n->mu);
     return ingest_commit(st, n, 1, 1);
+}
+
+void ingest_reload(struct node *n)
+{
+    pthread_mutex_lock(&n->mu);
+    if (n->mode == NODE_CLEAN && !n->dirty) n->loaded = 0;
+    pthread_mutex_unlock(&n->mu);
 }

@@ -59,4 +59,8 @@ void ingest_set_times(struct node *n, int64_t mtime, int64_t ctime);
 /* Take a staging file left by a crash as n's new content and commit it. */
 int ingest_adopt_stage(struct store *st, struct node *n, int fd);
 
+/* n's committed content was rewritten beneath it (a lossy re-encoding):
+** read it from meta.db again, unless n has changes of its own. */
+void ingest_reload(struct node *n);
+
 #endif

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -192,6 +193,35 @@ int store_put_block(struct store *st, const void *raw, size_t len,
         bcache_put(st->cache, bcache_key(c->pack, c->off), copy, len);
     }
     return 0;
+}
+
+int store_put_encoded(struct store *st, uint8_t codec, const void *stored, size_t len,
+                      const void *raw, size_t raw_len, const struct fsm_chunk *base,
+                      struct fsm_chunk *c)
+{
+    struct pack_rec r = {.codec = codec, .raw_len = (uint32_t)raw_len,
+                         .stored_len = (uint32_t)len, .hash = XXH3_64bits(raw, raw_len)};
+    *c = (struct fsm_chunk){.raw_len = r.raw_len, .stored_len = r.stored_len,
+                            .codec = codec, .hash = r.hash, .chain = len};
+    if (base) {
+        c->base = base->id;
+        c->depth = base->depth + 1;
+        c->chain = base->chain + len;
+    }
+    CK_TRY(pack_append(st->packs, &r, stored, &c->pack, &c->off));
+    uint8_t *copy = malloc(raw_len ? raw_len : 1);
+    if (copy) {
+        memcpy(copy, raw, raw_len);
+        bcache_put(st->cache, bcache_key(c->pack, c->off), copy, raw_len);
+    }
+    return 0;
+}
+
+int store_space(struct store *st, uint64_t len)
+{
+    struct statvfs sv;
+    if (fstatvfs(st->stagefd, &sv) < 0) return -errno;
+    return (uint64_t)sv.f_bavail * sv.f_frsize < len + st->o.reserve_bytes ? -ENOSPC : 0;
 }
 
 /* Decode a delta: rebuild its base first (through the cache). */

@@ -37,6 +37,8 @@ struct store_opts {
     int readonly;            /* tools: no lock, no writes */
     int shared;              /* tools beside a live mount: metadata writable
                                 through SQLite; no lock, packs read-only */
+    const char *policy;      /* lossy policy of files without their own
+                                (policy.h canonical text); NULL: lossless */
 };
 
 struct store {
@@ -81,6 +83,15 @@ struct store_hint {
 ** durable until synced. */
 int store_put_block(struct store *st, const void *raw, size_t len,
                     const struct store_hint *h, struct fsm_chunk *c);
+/* Append a block encoded elsewhere (a lossy re-encoding): stored[0..len),
+** codec id codec, decodes to raw[0..raw_len), against base (NULL: none).
+** Fills *c (id 0) and caches raw. Not durable until synced. */
+int store_put_encoded(struct store *st, uint8_t codec, const void *stored, size_t len,
+                      const void *raw, size_t raw_len, const struct fsm_chunk *base,
+                      struct fsm_chunk *c);
+/* -ENOSPC unless len more bytes fit on the store's disk beside the
+** metadata reserve. */
+int store_space(struct store *st, uint64_t len);
 /* Copy [off, off+len) of the block of c into dst, through the cache. */
 int store_read_block(struct store *st, const struct fsm_chunk *c, size_t off,
                      size_t len, void *dst);

@@ -1,0 +1,402 @@
+/*
+** recode.c: re-encoding old versions under a lossy policy (see recode.h).
+**
+** One version at a time: classify its tensors, then re-encode block by
+** block, moments interleaved with their paired weight so each block's
+** masks are at hand (a block's mask is all that pairing needs). New records
+** are synced before the one metadata transaction that swaps them in, as
+** ingest orders its commits.
+*/
+#include "recode.h"
+#include "codec.h"
+#include "common.h"
+#include "fmt.h"
+#include "lossy.h"
+#include "policy.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum role { R_KEEP = 0, R_WEIGHT, R_MASTER, R_M, R_V };
+
+/* excp's r for a weight without moments to scale it: ExCP's cap of 2.5
+** pruned residuals of early pretraining down to a 20-35% weight error, so
+** unpaired weights (model files) prune only residuals under their median. */
+#define R_UNPAIRED 1.0
+
+struct rtensor {
+    const struct fsm_tensor *t;
+    int role;
+    long m, v; /* a weight's paired moments, a moment's pair: indexes, -1 none */
+};
+
+/* One version being re-encoded. */
+struct rc {
+    struct store *st;
+    struct policy pol;
+    struct fsm_extent *ext, *pext; /* the version's and the previous one's */
+    size_t next, npext;
+    struct fsm_tensor *pt;         /* the previous version's tensors */
+    size_t npt;
+    struct fsm_extent *out;        /* replaced blocks */
+    size_t nout, cout;
+    double sse, ssv;               /* squared error and squared values */
+    uint8_t *raw, *base, *recon, *dst, *mask_w, *mask_m;
+    size_t cap;
+};
+
+static int lossy_dtype(uint8_t d)
+{
+    switch (d) {
+    case FMT_BF16: return LOSSY_BF16;
+    case FMT_F16: return LOSSY_F16;
+    case FMT_F32: return LOSSY_F32;
+    default: return -1;
+    }
+}
+
+/* The statistics of a block (residual against base when base is set);
+** zeros when they cannot be had. */
+static struct lossy_stats stats_of(const uint8_t *raw, const uint8_t *base, size_t len, int dt)
+{
+    struct lossy_stats s = {0};
+    if (lossy_stats(raw, base, len, dt, &s) < 0) s = (struct lossy_stats){0};
+    return s;
+}
+
+static uint64_t elems(const struct fsm_tensor *t) { return t->width ? t->len / t->width : 0; }
+static int quantizable(const struct fsm_tensor *t) { return lossy_dtype(t->dtype) >= 0; }
+
+/* The storage key of a torch zip tensor ("...data/<key>"), or -1. */
+static long storage_key(const char *name)
+{
+    const char *d = strrchr(name, '/');
+    if (!d || d - name < 4 || strncmp(d - 4, "data", 4) || !d[1]) return -1;
+    char *end;
+    long k = strtol(d + 1, &end, 10);
+    return *end || k < 0 ? -1 : k;
+}
+
+static int by_key(const void *a, const void *b)
+{
+    long x = storage_key(((const struct rtensor *)a)->t->name);
+    long y = storage_key(((const struct rtensor *)b)->t->name);
+    return (x > y) - (x < y);
+}
+
+/* Roles and pairs (recode.h), in r[0..n) ordered as the tensors were
+** pickled: torch zips store them by key as text ("data/10" before
+** "data/2"), while keys number storages in pickling order. Tensors too
+** small to be recorded (the step scalars, biases) are simply absent: an
+** optimizer's moments are keys k+1, k+2 of one length whose key k (the
+** step) is absent or a scalar. */
+static void classify(const struct fsm_tensor *t, size_t n, struct rtensor *r)
+{
+    int zip = n > 0;
+    for (size_t i = 0; i < n; i++) {
+        r[i] = (struct rtensor){&t[i], R_KEEP, -1, -1};
+        zip &= storage_key(t[i].name) >= 0;
+    }
+    if (zip) qsort(r, n, sizeof *r, by_key);
+    size_t npair = 0, nw = 0;
+    for (size_t i = 0; i < n; i++) {
+        const struct fsm_tensor *a = r[i].t, *b = i + 1 < n ? r[i + 1].t : NULL;
+        long k = storage_key(a->name);
+        int step_ok = i == 0 || storage_key(r[i - 1].t->name) < k - 1 || elems(r[i - 1].t) == 1;
+        if (zip && b && quantizable(a) && elems(a) > 1 && storage_key(b->name) == k + 1 &&
+            a->dtype == b->dtype && a->len == b->len && step_ok) {
+            r[i].role = R_M, r[i].v = (long)(i + 1);
+            r[i + 1].role = R_V;
+            npair++;
+            i++;
+        } else if (quantizable(a) && elems(a) > 1) {
+            r[i].role = R_WEIGHT;
+            nw++;
+        }
+    }
+    if (!npair) return;
+    for (size_t i = 0; i < n; i++)
+        if (r[i].role == R_WEIGHT) r[i].role = R_MASTER;
+    if (nw != npair) return;
+    /* Pair the k-th master with the k-th moments when every pair agrees. */
+    size_t w = 0, m = 0;
+    for (size_t k = 0; k < npair; k++, w++, m++) {
+        while (r[w].role != R_MASTER) w++;
+        while (r[m].role != R_M) m++;
+        if (r[w].t->len != r[m].t->len || r[w].t->dtype != r[m].t->dtype) return;
+    }
+    for (w = 0, m = 0; w < n; w++) {
+        if (r[w].role != R_MASTER) continue;
+        while (r[m].role != R_M) m++;
+        r[w].m = (long)m, r[w].v = r[m].v;
+        r[m].m = (long)w; /* a moment's m names its weight */
+        m++;
+    }
+}
+
+/* The extent of rc->ext (or of e[0..n)) at file offset off; NULL if none. */
+static const struct fsm_extent *extent_at(const struct fsm_extent *e, size_t n, uint64_t off)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (e[mid].file_off < off) lo = mid + 1; else hi = mid;
+    }
+    return lo < n && e[lo].file_off == off ? &e[lo] : NULL;
+}
+
+/* The previous version's block matching block e of tensor t: the same
+** tensor (name, dtype, length) at the same offset within it. */
+static const struct fsm_extent *prev_block(struct rc *rc, const struct fsm_tensor *t,
+                                           const struct fsm_extent *e)
+{
+    for (size_t i = 0; i < rc->npt; i++) {
+        const struct fsm_tensor *p = &rc->pt[i];
+        if (p->dtype != t->dtype || p->len != t->len || strcmp(p->name, t->name)) continue;
+        const struct fsm_extent *b = extent_at(rc->pext, rc->npext, p->off + (e->file_off - t->off));
+        return b && b->c.raw_len == e->c.raw_len ? b : NULL;
+    }
+    return NULL;
+}
+
+static int grow_buffers(struct rc *rc, size_t len)
+{
+    if (len <= rc->cap) return 0;
+    uint8_t **bufs[] = {&rc->raw, &rc->base, &rc->recon, &rc->dst, &rc->mask_w, &rc->mask_m};
+    size_t sizes[] = {len, len, len, lossy_bound(len), len / 8 + 1, len / 8 + 1};
+    for (size_t i = 0; i < 6; i++) {
+        void *p = realloc(*bufs[i], sizes[i]);
+        if (!p) return -ENOMEM;
+        *bufs[i] = p;
+    }
+    rc->cap = len;
+    return 0;
+}
+
+/* What to do with one block. thr_r > 0: the threshold is thr_r times the
+** median of |residual| (known once the base is read). */
+enum { MASK_NONE = 0, MASK_W, MASK_M }; /* which of rc's mask buffers */
+struct plan {
+    int kind;         /* LOSSY_*, or -1 to keep the block */
+    double thr, thr_r;
+    int mask;         /* kept elements only where this mask allows */
+    int mask_out;     /* where to put the kept elements */
+};
+
+static uint8_t *mask_buf(struct rc *rc, int which)
+{
+    return which == MASK_W ? rc->mask_w : which == MASK_M ? rc->mask_m : NULL;
+}
+
+/* Re-encode the block e of tensor t as planned. Keeping the block is not an
+** error: a weight without a previous block, a block whose lossy form would
+** not be smaller. Sets *done when the block was replaced. */
+static int recode_block(struct rc *rc, const struct fsm_tensor *t, const struct fsm_extent *e,
+                        const struct plan *p, int *done)
+{
+    *done = 0;
+    int dt = lossy_dtype(t->dtype);
+    size_t len = e->c.raw_len;
+    if (p->kind < 0 || dt < 0) return 0;
+    CK_TRY(grow_buffers(rc, len));
+    const struct fsm_extent *b = NULL;
+    if (p->kind == LOSSY_RESIDUAL && !(b = prev_block(rc, t, e))) return 0;
+    CK_TRY(store_read_block(rc->st, &e->c, 0, len, rc->raw));
+    if (b) CK_TRY(store_read_block(rc->st, &b->c, 0, len, rc->base));
+    struct lossy_params lp = {.kind = p->kind, .bits = rc->pol.bits,
+                              .threshold = (float)p->thr, .mask = mask_buf(rc, p->mask)};
+    if (p->thr_r > 0)
+        lp.threshold = (float)(p->thr_r * stats_of(rc->raw, rc->base, len, dt).median_abs);
+    size_t out_len;
+    struct lossy_err err;
+    int r = lossy_encode(rc->raw, len, dt, b ? rc->base : NULL, b ? b->c.hash : 0, &lp, rc->dst,
+                         lossy_bound(len), &out_len, rc->recon, mask_buf(rc, p->mask_out), &err);
+    if (r == -E2BIG || r == -EINVAL || (r == 0 && out_len >= e->c.stored_len)) return 0;
+    CK_TRY(r);
+    CK_TRY(ck_grow((void **)&rc->out, &rc->cout, rc->nout, sizeof *rc->out));
+    struct fsm_extent *o = &rc->out[rc->nout];
+    o->file_off = e->file_off;
+    CK_TRY(store_put_encoded(rc->st, CODEC_LOSSY, rc->dst, out_len, rc->recon, len,
+                             b ? &b->c : NULL, &o->c));
+    rc->nout++;
+    rc->sse += err.sq_err;
+    rc->ssv += err.sq_val;
+    *done = 1;
+    return 0;
+}
+
+/* The plan for a block of a tensor of role `role` under the policy. */
+static struct plan plan_for(const struct rc *rc, int role)
+{
+    struct plan p = {.kind = -1};
+    int excp = rc->pol.kind == POLICY_EXCP;
+    switch (role) {
+    case R_WEIGHT:
+        if (excp) p = (struct plan){.kind = LOSSY_RESIDUAL, .thr_r = R_UNPAIRED};
+        break;
+    case R_MASTER:
+        p = (struct plan){.kind = LOSSY_RESIDUAL, .thr_r = excp ? R_UNPAIRED : 0};
+        break;
+    case R_M:
+        p.kind = excp ? LOSSY_PRUNED : LOSSY_KMEANS;
+        break;
+    case R_V:
+        p = (struct plan){.kind = excp ? LOSSY_PRUNED : LOSSY_KMEANS, .thr = -1};
+        break;
+    }
+    return p;
+}
+
+/* Each block of t, in order: cb(ctx, block index, extent). */
+#define FOR_BLOCKS(rc, t, e)                                                         \
+    for (const struct fsm_extent *e = extent_at((rc)->ext, (rc)->next, (t)->off);     \
+         e && e < (rc)->ext + (rc)->next && e->file_off + e->c.raw_len <= (t)->off + (t)->len; \
+         e++)
+
+/* A weight's blocks, each followed by the same block of its moments (when
+** paired under excp): the weight's residual mask prunes exp_avg, whose mask
+** exp_avg_sq takes. */
+static int recode_group(struct rc *rc, struct rtensor *r, size_t w)
+{
+    const struct fsm_tensor *t = r[w].t;
+    int excp = rc->pol.kind == POLICY_EXCP, done;
+    struct rtensor *m = r[w].m >= 0 ? &r[r[w].m] : NULL, *v = m ? &r[m->v] : NULL;
+    FOR_BLOCKS(rc, t, e) {
+        uint64_t rel = e->file_off - t->off;
+        const struct fsm_extent *me = m ? extent_at(rc->ext, rc->next, m->t->off + rel) : NULL;
+        const struct fsm_extent *ve = v ? extent_at(rc->ext, rc->next, v->t->off + rel) : NULL;
+        struct plan p = plan_for(rc, r[w].role);
+        if (excp && ve && ve->c.raw_len == e->c.raw_len) {
+            CK_TRY(grow_buffers(rc, ve->c.raw_len));
+            CK_TRY(store_read_block(rc->st, &ve->c, 0, ve->c.raw_len, rc->raw));
+            double mv = stats_of(rc->raw, NULL, ve->c.raw_len, lossy_dtype(v->t->dtype)).mean;
+            p.thr_r = mv > 0 ? CK_MIN(2.5, rc->pol.alpha / sqrt(mv)) : 2.5;
+        }
+        p.mask_out = MASK_W;
+        CK_TRY(recode_block(rc, t, e, &p, &done));
+        if (!me || !ve || me->c.raw_len != e->c.raw_len) continue;
+        struct plan pm = plan_for(rc, R_M), pv = plan_for(rc, R_V);
+        if (excp) {
+            CK_TRY(grow_buffers(rc, me->c.raw_len));
+            CK_TRY(store_read_block(rc->st, &me->c, 0, me->c.raw_len, rc->raw));
+            pm.thr = rc->pol.beta *
+                     stats_of(rc->raw, NULL, me->c.raw_len, lossy_dtype(m->t->dtype)).mean_abs;
+            pm.mask = done ? MASK_W : MASK_NONE;
+            pm.mask_out = MASK_M;
+        }
+        CK_TRY(recode_block(rc, m->t, me, &pm, &done));
+        if (excp && !done) continue; /* no mask for v: leave it exact */
+        pv.mask = excp ? MASK_M : MASK_NONE;
+        CK_TRY(recode_block(rc, v->t, ve, &pv, &done));
+    }
+    return 0;
+}
+
+/* Moments of unpaired weights (or none): exp_avg by its own statistics,
+** exp_avg_sq by exp_avg's mask. */
+static int recode_moments(struct rc *rc, struct rtensor *r, size_t mi)
+{
+    int excp = rc->pol.kind == POLICY_EXCP, done;
+    const struct fsm_tensor *mt = r[mi].t, *vt = r[r[mi].v].t;
+    FOR_BLOCKS(rc, mt, e) {
+        const struct fsm_extent *ve = extent_at(rc->ext, rc->next, vt->off + (e->file_off - mt->off));
+        struct plan pm = plan_for(rc, R_M), pv = plan_for(rc, R_V);
+        if (excp) {
+            CK_TRY(grow_buffers(rc, e->c.raw_len));
+            CK_TRY(store_read_block(rc->st, &e->c, 0, e->c.raw_len, rc->raw));
+            pm.thr = rc->pol.beta *
+                     stats_of(rc->raw, NULL, e->c.raw_len, lossy_dtype(mt->dtype)).mean_abs;
+            pm.mask_out = MASK_M;
+        }
+        CK_TRY(recode_block(rc, mt, e, &pm, &done));
+        if (!ve || ve->c.raw_len != e->c.raw_len || (excp && !done)) continue;
+        pv.mask = excp ? MASK_M : MASK_NONE;
+        CK_TRY(recode_block(rc, vt, ve, &pv, &done));
+    }
+    return 0;
+}
+
+static int recode_all(struct rc *rc, const struct fsm_tensor *t, size_t n)
+{
+    struct rtensor *r = calloc(n ? n : 1, sizeof *r);
+    if (!r) return -ENOMEM;
+    classify(t, n, r);
+    int rc_ = 0;
+    for (size_t i = 0; rc_ == 0 && i < n; i++) {
+        if (r[i].role == R_WEIGHT || r[i].role == R_MASTER)
+            rc_ = recode_group(rc, r, i);
+        else if (r[i].role == R_M && r[i].m < 0)
+            rc_ = recode_moments(rc, r, i);
+    }
+    free(r);
+    return rc_;
+}
+
+/* Load the previous version's tensors and extents, when there is one. */
+static int load_prev(struct rc *rc, const struct fsm_version *v)
+{
+    uint64_t prev;
+    int r = fsmeta_recode_prev(rc->st->meta, v, &prev);
+    if (r == -ENOENT) return 0;
+    CK_TRY(r);
+    CK_TRY(fsmeta_version_tensors(rc->st->meta, prev, &rc->pt, &rc->npt));
+    return fsmeta_version_extents(rc->st->meta, prev, &rc->pext, &rc->npext);
+}
+
+static void rc_free(struct rc *rc)
+{
+    free(rc->ext), free(rc->pext), free(rc->pt), free(rc->out);
+    free(rc->raw), free(rc->base), free(rc->recon), free(rc->dst);
+    free(rc->mask_w), free(rc->mask_m);
+}
+
+int recode_version(struct store *st, const struct fsm_version *v, struct recode_stats *s)
+{
+    struct rc rc = {.st = st};
+    struct fsm_tensor *t = NULL;
+    size_t nt = 0;
+    int r = policy_parse(v->policy, strlen(v->policy), &rc.pol);
+    if (r == 0 && rc.pol.kind != POLICY_LOSSLESS) {
+        r = fsmeta_version_tensors(st->meta, v->id, &t, &nt);
+        if (r == 0) r = fsmeta_version_extents(st->meta, v->id, &rc.ext, &rc.next);
+        if (r == 0) r = load_prev(&rc, v);
+        if (r == 0) r = store_space(st, v->stored);
+        if (r == 0) r = recode_all(&rc, t, nt);
+    } else if (r < 0) {
+        ck_log(CK_LOG_WARN, "version %llu: unknown policy '%s': kept exact",
+               (unsigned long long)v->id, v->policy);
+        r = 0;
+    }
+    if (r == 0) r = store_sync_extents(st, rc.out, rc.nout);
+    double err = rc.ssv > 0 ? sqrt(rc.sse / rc.ssv) : 0;
+    if (r == 0) r = fsmeta_recode_commit(st->meta, v->id, rc.out, rc.nout, err);
+    if (r == 0 && s) {
+        struct fsm_version after;
+        s->versions++;
+        s->blocks += rc.nout;
+        s->before += v->stored;
+        s->after += fsmeta_version_get(st->meta, v->id, &after) == 0 ? after.stored : v->stored;
+    }
+    free(t);
+    rc_free(&rc);
+    return r;
+}
+
+int recode_pending(struct store *st, const volatile int *stop, recode_changed_fn changed,
+                   void *ctx, struct recode_stats *s)
+{
+    struct fsm_version v;
+    int r = 0;
+    while (!(stop && *stop) && (r = fsmeta_recode_next(st->meta, &v)) == 0) {
+        uint64_t before = s ? s->blocks : 0;
+        r = recode_version(st, &v, s);
+        if (r == 0 && changed && (!s || s->blocks != before)) changed(ctx, v.ino);
+        if (r < 0) {
+            ck_log(CK_LOG_ERR, "re-encoding version %llu: %s", (unsigned long long)v.id,
+                   strerror(-r));
+            return r;
+        }
+    }
+    return stop && *stop ? 0 : r == -ENOENT ? 0 : r;
+}
