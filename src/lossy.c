@@ -4,13 +4,15 @@
 ** The encoder sorts the finite kept values (a radix sort of order-preserving
 ** keys) and reduces them to distinct values with running counts and sums, so
 ** that one Lloyd iteration costs k binary searches, not a pass over the
-** block; it starts from quantiles and stops when no boundary moves. Each kept
-** element then goes to its nearest centroid, and the block is rebuilt by the
-** decoder's own code: that is what makes recon what decode returns.
+** block; it starts from clusters split by largest error and stops when no
+** boundary moves. Each kept element then goes to its nearest centroid, and
+** the block is rebuilt by the decoder's own code: that is what makes recon
+** what decode returns. Scratch: about 34 bytes an element, freed on return.
 **
 ** All arithmetic on values is f32 (the residual, base + centroid), rounded
 ** to the dtype to nearest even by integer code, so rebuilding is
-** bit-deterministic on any IEEE machine.
+** bit-deterministic wherever f32 is evaluated as f32 (FLT_EVAL_METHOD 0:
+** x86-64, arm64).
 */
 #include "lossy.h"
 #include "common.h"
@@ -22,7 +24,7 @@
 #include <zstd.h>
 
 #define KMAX 256
-#define LLOYD_MAX_ITER 32
+#define LLOYD_MAX_ITER 32 /* from the split start, 10 come within 2% of 1000 */
 #define STATS_SAMPLE 65536
 #define STREAM_HDR 5
 
@@ -78,6 +80,12 @@ static uint16_t f32_to_bf16(float f)
 }
 
 static unsigned width(int dtype) { return dtype == LOSSY_F32 ? 4 : 2; }
+
+/* A known dtype, and n_bytes a whole number of its elements. */
+static int dtype_ok(int dtype, size_t n_bytes)
+{
+    return dtype >= LOSSY_BF16 && dtype <= LOSSY_F32 && n_bytes % width(dtype) == 0;
+}
 
 static uint32_t get_bits(const uint8_t *p, size_t i, unsigned w)
 {
@@ -272,9 +280,10 @@ static unsigned centroids(uint32_t *keys, size_t m, unsigned kmax, struct dist *
     return d->u ? (unsigned)d->u : 1;
 }
 
-/* Nearest-centroid search over key boundaries: element j of bound is the
-** smallest key of centroid j + 1, padded to span - 1 entries (span a power of
-** two >= k). A value equal to a centroid always finds that centroid. */
+/* Nearest-centroid search over key boundaries: bound[j] is the smallest key
+** that goes to centroid j + 1, padded to span - 1 entries (span a power of
+** two >= k) for a branch-free search. A value equal to a centroid always
+** finds it, even -0.0 beside +0.0. */
 struct search {
     unsigned span;
     uint32_t bound[KMAX];
@@ -282,7 +291,8 @@ struct search {
 
 static void search_init(struct search *s, const float *c, unsigned k)
 {
-    for (s->span = 1; s->span < k; s->span *= 2) {}
+    s->span = 1;
+    while (s->span < k) s->span *= 2;
     for (unsigned j = 0; j + 1 < s->span; j++) {
         if (j + 1 >= k) {
             s->bound[j] = UINT32_MAX;
@@ -588,8 +598,8 @@ static size_t put_body(const struct plan *p, const struct work *wk, const uint8_
 static int check_args(size_t n_bytes, int dtype, const uint8_t *base,
                       const struct lossy_params *p, size_t cap)
 {
-    if (dtype < LOSSY_BF16 || dtype > LOSSY_F32 || n_bytes % width(dtype) ||
-        n_bytes / width(dtype) > UINT32_MAX || cap < lossy_bound(n_bytes))
+    if (!dtype_ok(dtype, n_bytes) || n_bytes / width(dtype) > UINT32_MAX ||
+        cap < lossy_bound(n_bytes))
         return -EINVAL;
     if (p->kind < LOSSY_KMEANS || p->kind > LOSSY_PRUNED || p->bits > 8 ||
         (p->kind == LOSSY_RESIDUAL && !base))
@@ -612,7 +622,9 @@ int lossy_encode(const uint8_t *raw, size_t n_bytes, int dtype, const uint8_t *b
     size_t m = select_kept(p, dtype, raw, base, cnt, &wk, &kept);
     struct dist d = {wk.val, wk.cum, wk.sum, wk.sq, 0};
     pl.k = centroids(wk.keys, m, kmax_of(pl.kind, pl.bits), &d, pl.c);
-    if (pl.kind != LOSSY_RESIDUAL) /* so that the search sees what rebuilds */
+    /* Values rebuild to the dtype rounding of a centroid: round first, so
+    ** that each goes to the nearest value it can rebuild to. */
+    if (pl.kind != LOSSY_RESIDUAL)
         for (unsigned j = 0; j < pl.k; j++) pl.c[j] = value(dtype, dt_bits(dtype, pl.c[j]));
     pl.mask = pl.kind == LOSSY_KMEANS ? NULL : wk.mask;
     pl.idx = wk.idx;
@@ -695,7 +707,7 @@ int lossy_decode(const uint8_t *src, size_t len, const uint8_t *base, uint64_t b
 int lossy_stats(const uint8_t *raw, const uint8_t *base, size_t n_bytes, int dtype,
                 struct lossy_stats *st)
 {
-    if (dtype < LOSSY_BF16 || dtype > LOSSY_F32 || n_bytes % width(dtype)) return -EINVAL;
+    if (!dtype_ok(dtype, n_bytes)) return -EINVAL;
     size_t cnt = n_bytes / width(dtype), every = cnt / STATS_SAMPLE + 1, m = 0;
     uint32_t *keys = malloc(2 * sizeof *keys * (cnt / every + 1));
     if (!keys) return -ENOMEM;

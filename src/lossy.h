@@ -1,9 +1,9 @@
 /*
 ** lossy.h: opt-in lossy coding of tensor blocks. A pure layer: no files, no SQL.
 **
-** A block of bf16, f16 or f32 elements is quantized with 1-D k-means (Lloyd's
-** algorithm on the sorted values, centroids stored as f32), in one of three
-** kinds:
+** A block of bf16, f16 or f32 elements (f64 is refused: -EINVAL) is quantized
+** with 1-D k-means (Lloyd's algorithm on the sorted values, centroids stored
+** as f32), in one of three kinds:
 **
 **   LOSSY_KMEANS    the values, 2^bits centroids (BitSnap optimizer states)
 **   LOSSY_RESIDUAL  the residual d = x - base against the base block, which
@@ -14,7 +14,12 @@
 **                   element bit for bit. 2^bits - 1 centroids (ExCP weights)
 **   LOSSY_PRUNED    the values, kept where |x| > threshold (and the mask bit),
 **                   2^bits - 1 centroids; the rest rebuild to +0.0 (ExCP
-**                   moments). threshold < 0 keeps all that the mask allows
+**                   moments)
+**
+** For the pruning kinds (residual, pruned) the caller chooses the threshold,
+** typically from lossy_stats: r * median |d| for weights, 2 * mean |m| for
+** a first moment m, whose keep mask then goes to the second moment v with a
+** threshold < 0, which keeps all that the mask allows.
 **
 ** A kept element rebuilds to the dtype rounding of c[i] (of base + c[i] for a
 ** residual, added in f32), so decoding is bit-deterministic. When a block has
@@ -37,11 +42,12 @@
 **   [pruning]   (residual, pruned) u32 c, the number of kept elements, then
 **               a stream of ceil(n/8) bytes: bit i (LSB first) set if
 **               element i is kept; c = n for k-means
-**   stream      the centroid index of each kept element, in element order,
-**               p bits each, packed LSB first into ceil(c*p/8) bytes; p is
-**               the smallest of 1, 2, 4, 8 with 2^p >= k
+**   stream      the centroid index of each kept element (an exception's is
+**               ignored), in element order, p bits each, packed LSB first
+**               into ceil(c*p/8) bytes; p is the smallest of 1, 2, 4, 8 with
+**               2^p >= k
 **   u32 e       the number of exceptions, then e records of: u32 element
-**               index (ascending, of kept elements), the element's w bytes
+**               index (ascending, of kept elements), the element's raw bytes
 **
 ** A stream of m bytes is: u8 codec (0 raw, 1 Huffman (huf.h), 2 zstd), u32
 ** stored length, the stored bytes.
@@ -55,12 +61,12 @@
 enum lossy_kind { LOSSY_KMEANS = 0, LOSSY_RESIDUAL = 1, LOSSY_PRUNED = 2 };
 enum lossy_dtype { LOSSY_BF16 = 0, LOSSY_F16 = 1, LOSSY_F32 = 2 };
 
+/* threshold and mask apply to the pruning kinds (residual, pruned) only. */
 struct lossy_params {
     int kind;            /* enum lossy_kind */
     unsigned bits;       /* 1..8; 0: 8 for k-means, 4 otherwise */
-    float threshold;     /* pruning kinds: keep |d| or |x| > threshold */
-    const uint8_t *mask; /* pruning kinds, NULL: all; else keep only elements
-                         ** whose bit is set (LSB first) */
+    float threshold;     /* keep elements with |d| or |x| > threshold ... */
+    const uint8_t *mask; /* ... and their bit (LSB first) set here; NULL: all */
 };
 
 /* Over the finite elements of a block: how far the rebuilt block is off. */

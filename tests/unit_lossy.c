@@ -16,8 +16,9 @@
 ** and bases, and rebuilt values that would overflow; wrong or missing base;
 ** truncated, extended and corrupted stored forms; bad arguments; the masks
 ** of the pruning kinds (a given mask ANDed in, m's mask handed to v); the
-** statistics helper; compression ratios; and a closed-loop chain of 10
-** versions whose error does not grow, beside an open-loop chain whose does.
+** statistics helper; each stream codec where it should win; compression
+** ratios; and a closed-loop chain of 10 versions whose error does not grow,
+** beside an open-loop chain whose does.
 */
 #include "../src/huf.h"
 #include "../src/lossy.h"
@@ -28,13 +29,14 @@
 #include <zstd.h>
 
 #define GUARD 64
+#define BIG (256u * 1024u)
 
-/* An assertion for inner loops: check's own record every pass in a pipe. */
+/* An assertion for inner loops: each of check's own, even passing, writes a
+** record to a pipe, which made this program spend a minute in the kernel. */
 #define CHECK(cond, ...)                                                       \
     do {                                                                       \
         if (!(cond)) ck_abort_msg(__VA_ARGS__);                                \
     } while (0)
-#define BIG (256u * 1024u)
 
 static const unsigned W[3] = {2, 2, 4}; /* element width of each dtype */
 static const char *const DT[3] = {"bf16", "f16", "f32"};
@@ -123,19 +125,21 @@ static uint8_t *block(int dt, size_t cnt, double (*f)(size_t, uint64_t *), uint6
     return p;
 }
 
-static double weight(size_t i, uint64_t *s) { (void)i; return 0.02 * gauss(s); }
+static double weight(size_t i, uint64_t *s) { return 0.02 * gauss(s); }
 
 /* ---- the reference decoder, from the format in lossy.h ---- */
 
 struct ref {
     int kind, dtype;
     unsigned bits, k;
-    size_t c, e; /* kept elements, exceptions */
+    size_t c, e;  /* kept elements, exceptions */
+    int codec[2]; /* of the mask (-1: none) and index streams */
     float cent[256];
 };
 
-static long ref_stream(const uint8_t *s, size_t avail, uint8_t *out, size_t m)
+static long ref_stream(const uint8_t *s, size_t avail, uint8_t *out, size_t m, int *codec)
 {
+    *codec = s[0];
     ck_assert_uint_ge(avail, 5);
     size_t len = s[1] | (size_t)s[2] << 8 | (size_t)s[3] << 16 | (size_t)s[4] << 24;
     ck_assert_uint_le(len, avail - 5);
@@ -153,7 +157,7 @@ static uint32_t le32(const uint8_t *p) { return (uint32_t)get_el(p, LOSSY_F32, 0
 static struct ref ref_decode(const uint8_t *src, size_t len, const uint8_t *base, size_t n,
                              uint8_t *out, uint8_t *mask_out)
 {
-    struct ref r = {src[0], src[1], src[2], src[3] + 1u, 0, 0, {0}};
+    struct ref r = {src[0], src[1], src[2], src[3] + 1u, 0, 0, {-1, -1}, {0}};
     ck_assert_int_le(r.kind, 2);
     ck_assert_int_le(r.dtype, 2);
     size_t w = W[r.dtype], cnt = le32(src + 4), off = r.kind == LOSSY_RESIDUAL ? 16 : 8;
@@ -170,11 +174,12 @@ static struct ref ref_decode(const uint8_t *src, size_t len, const uint8_t *base
     r.c = cnt;
     if (r.kind != LOSSY_KMEANS) {
         r.c = le32(src + off);
-        off += 4 + (size_t)ref_stream(src + off + 4, len - off - 4, mask, (cnt + 7) / 8);
+        off += 4 + (size_t)ref_stream(src + off + 4, len - off - 4, mask, (cnt + 7) / 8,
+                                        &r.codec[0]);
     }
     unsigned p = r.k <= 2 ? 1 : r.k <= 4 ? 2 : r.k <= 16 ? 4 : 8;
     uint8_t *packed = ut_xmalloc((r.c * p + 7) / 8);
-    off += (size_t)ref_stream(src + off, len - off, packed, (r.c * p + 7) / 8);
+    off += (size_t)ref_stream(src + off, len - off, packed, (r.c * p + 7) / 8, &r.codec[1]);
     size_t at = 0;
     for (size_t i = 0; i < cnt; i++) {
         uint32_t v = 0;
@@ -362,7 +367,7 @@ START_TEST(test_kmeans_mixture)
 }
 END_TEST
 
-static double unit_gauss(size_t i, uint64_t *s) { (void)i; return gauss(s); }
+static double unit_gauss(size_t i, uint64_t *s) { return gauss(s); }
 
 /* On N(0,1), 16 centroids come near the Lloyd-Max quantizer (MSE 0.009497)
 ** and well below a uniform grid over the range. */
@@ -516,9 +521,9 @@ START_TEST(test_exact_residual)
 }
 END_TEST
 
-static double constant(size_t i, uint64_t *s) { (void)i; (void)s; return 0.75; }
-static double zero(size_t i, uint64_t *s) { (void)i; (void)s; return 0; }
-static double half(size_t i, uint64_t *s) { (void)i; (void)s; return 0.5; }
+static double constant(size_t i, uint64_t *s) { return 0.75; }
+static double zero(size_t i, uint64_t *s) { return 0; }
+static double half(size_t i, uint64_t *s) { return 0.5; }
 
 /* Constant and all-zero blocks: exact and a few bytes. */
 START_TEST(test_constant_and_zero)
@@ -577,9 +582,53 @@ START_TEST(test_specials)
             CHECK(get_el(e.recon, dt, i) == get_el(raw, dt, i), "%s el %zu", DT[dt], i);
         ck_assert_uint_eq(e.r.e, cnt / 2);
         enc_free(&e);
+        if (dt != LOSSY_F16) { /* and big - (-big) overflows */
+            put_el(base, dt, 0, ref_bits(dt, -big));
+            e = encode_checked(dt, raw, base, n, &p);
+            ck_assert_uint_eq(get_el(e.recon, dt, 0), get_el(raw, dt, 0));
+            ck_assert_uint_eq(e.r.e, cnt / 2 + 1);
+            enc_free(&e);
+        }
+        /* All NaN: every element an exception, the largest stored form. */
+        for (size_t i = 0; i < cnt; i++) put_el(raw, dt, i, sp[dt][i % 3]);
+        for (int kind = 0; kind < 3; kind++) {
+            p = (struct lossy_params){kind, 8, 0, NULL};
+            e = encode_checked(dt, raw, base, n, &p);
+            ck_assert(memcmp(e.recon, raw, n) == 0);
+            ck_assert_uint_eq(e.r.e, cnt);
+            ck_assert_int_eq(e.rc, -E2BIG);
+            enc_free(&e);
+        }
         free(raw);
         free(base);
     }
+}
+END_TEST
+
+static double tail(size_t i, uint64_t *s) { return i % 199 ? 0.02 * gauss(s) : 1 + gauss(s); }
+
+/* Each stream codec where it should win: zstd for a sparse mask, Huffman for
+** dense indices, raw for a few bytes. */
+START_TEST(test_stream_codecs)
+{
+    size_t cnt = BIG, n = 4 * cnt;
+    uint8_t *raw = block(LOSSY_F32, cnt, tail, 23), *base = ut_xmalloc(n);
+    memset(base, 0, n);
+    struct lossy_params p = {LOSSY_RESIDUAL, 4, 0.5f, NULL}; /* keeps 1 in 200 */
+    struct enc e = encode_checked(LOSSY_F32, raw, base, n, &p);
+    fprintf(stderr, "residual keeping %zu of %zu: ratio %.4f\n", e.err.kept, cnt, (double)e.len / n);
+    ck_assert_int_eq(e.r.codec[0], 2);
+    ck_assert_double_lt((double)e.len / n, 0.01);
+    enc_free(&e);
+    p = (struct lossy_params){LOSSY_KMEANS, 8, 0, NULL};
+    e = encode_checked(LOSSY_F32, raw, NULL, n, &p);
+    ck_assert_int_eq(e.r.codec[1], 1);
+    enc_free(&e);
+    e = encode_checked(LOSSY_F32, raw, NULL, 4 * 7, &p);
+    ck_assert_int_eq(e.r.codec[1], 0);
+    enc_free(&e);
+    free(raw);
+    free(base);
 }
 END_TEST
 
@@ -690,7 +739,7 @@ START_TEST(test_bad_args)
 }
 END_TEST
 
-static double moment(size_t i, uint64_t *s) { (void)i; return 1e-3 * gauss(s); }
+static double moment(size_t i, uint64_t *s) { return 1e-3 * gauss(s); }
 
 /* LOSSY_PRUNED: a given mask ANDed in; v coded with m's mask keeps the same
 ** elements; non-finite values are kept even where the mask says not. */
@@ -784,7 +833,7 @@ START_TEST(test_stats)
 }
 END_TEST
 
-static double adam_v(size_t i, uint64_t *s) { (void)i; return 1e-8 * exp(2 * gauss(s)); }
+static double adam_v(size_t i, uint64_t *s) { return 1e-8 * exp(2 * gauss(s)); }
 
 /* k-means at 8 bits stores fp32 optimizer states in under 0.4 of their size. */
 START_TEST(test_ratio_kmeans)
@@ -829,6 +878,7 @@ START_TEST(test_closed_loop)
             struct lossy_params p = {LOSSY_RESIDUAL, 4, (float)(2.5 * st.median_abs), NULL};
             struct enc e = encode_checked(dt, w, closed, n, &p);
             ck_assert_int_eq(e.rc, 0);
+            ck_assert_uint_lt(e.err.kept, cnt / 5); /* about 90% pruned */
             ck_assert_double_lt((double)e.len / n, 0.1);
             sc = fmax(sc, (double)e.len / n);
             memcpy(closed, e.recon, n);
@@ -880,6 +930,7 @@ int main(void)
     tcase_add_test(tc, test_exact_residual);
     tcase_add_test(tc, test_constant_and_zero);
     tcase_add_test(tc, test_specials);
+    tcase_add_test(tc, test_stream_codecs);
     tcase_add_test(tc, test_wrong_base);
     tcase_add_test(tc, test_corrupt);
     tcase_add_test(tc, test_bad_args);
