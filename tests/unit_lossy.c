@@ -43,23 +43,6 @@ static const char *const DT[3] = {"bf16", "f16", "f32"};
 
 /* ---- data ---- */
 
-static uint64_t rng(uint64_t seed)
-{
-    return seed * 0x9E3779B97F4A7C15ull + 0x2545F4914F6CDD1Dull;
-}
-
-/* Uniform in (0, 1]. */
-static double unif(uint64_t *s)
-{
-    return (double)((ut_rand(s) >> 11) + 1) * (1.0 / 9007199254740992.0);
-}
-
-static double gauss(uint64_t *s)
-{
-    double u = unif(s), v = unif(s);
-    return sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v);
-}
-
 static uint32_t get_el(const uint8_t *p, int dt, size_t i)
 {
     uint32_t v = 0;
@@ -120,12 +103,12 @@ static uint32_t ref_bits(int dt, double x)
 static uint8_t *block(int dt, size_t cnt, double (*f)(size_t, uint64_t *), uint64_t seed)
 {
     uint8_t *p = ut_xmalloc(cnt * W[dt]);
-    uint64_t s = rng(seed);
+    uint64_t s = ut_seed(seed);
     for (size_t i = 0; i < cnt; i++) put_el(p, dt, i, ref_bits(dt, f(i, &s)));
     return p;
 }
 
-static double weight(size_t i, uint64_t *s) { return 0.02 * gauss(s); }
+static double weight(size_t i, uint64_t *s) { return 0.02 * ut_gauss(s); }
 
 /* ---- the reference decoder, from the format in lossy.h ---- */
 
@@ -339,9 +322,9 @@ START_TEST(test_kmeans_mixture)
     const double mean[3] = {-5, 0.5, 7};
     size_t cnt = 30000;
     uint8_t *raw = ut_xmalloc(4 * cnt);
-    uint64_t s = rng(1);
+    uint64_t s = ut_seed(1);
     for (size_t i = 0; i < cnt; i++)
-        put_el(raw, LOSSY_F32, i, ref_bits(LOSSY_F32, mean[i % 3] + 0.01 * gauss(&s)));
+        put_el(raw, LOSSY_F32, i, ref_bits(LOSSY_F32, mean[i % 3] + 0.01 * ut_gauss(&s)));
     struct lossy_params p = {LOSSY_PRUNED, 2, -1, NULL}; /* 3 centroids */
     struct enc e = encode_checked(LOSSY_F32, raw, NULL, 4 * cnt, &p);
     ck_assert_uint_eq(e.r.k, 3);
@@ -367,7 +350,7 @@ START_TEST(test_kmeans_mixture)
 }
 END_TEST
 
-static double unit_gauss(size_t i, uint64_t *s) { return gauss(s); }
+static double unit_gauss(size_t i, uint64_t *s) { return ut_gauss(s); }
 
 /* On N(0,1), 16 centroids come near the Lloyd-Max quantizer (MSE 0.009497)
 ** and well below a uniform grid over the range. */
@@ -417,10 +400,10 @@ START_TEST(test_roundtrip)
         for (size_t si = 0; si < sizeof sizes / sizeof *sizes; si++) {
             size_t cnt = sizes[si], n = cnt * W[dt];
             uint8_t *raw = block(dt, cnt, weight, 10 + si), *base = ut_xmalloc(n);
-            uint64_t s = rng(20 + si);
+            uint64_t s = ut_seed(20 + si);
             for (size_t i = 0; i < cnt; i++) {
                 double x = ref_value(dt, get_el(raw, dt, i));
-                put_el(base, dt, i, ref_bits(dt, x + 2e-4 * gauss(&s)));
+                put_el(base, dt, i, ref_bits(dt, x + 2e-4 * ut_gauss(&s)));
             }
             sprinkle(dt, raw, base, cnt);
             uint8_t *rmask = ut_xmalloc(cnt / 8 + 1);
@@ -461,11 +444,11 @@ START_TEST(test_exact_few_values)
             for (int kind = LOSSY_KMEANS; kind <= LOSSY_PRUNED; kind += 2) {
                 unsigned k = kind == LOSSY_KMEANS ? 1u << bits : (1u << bits) - 1;
                 uint32_t vals[256];
-                uint64_t s = rng(bits);
+                uint64_t s = ut_seed(bits);
                 for (unsigned j = 0; j < k; j++) /* signed zeros, denormals, range ends */
                     vals[j] = j == 0 ? 0 : j == 1 ? (dt == LOSSY_F32 ? 0x80000000 : 0x8000)
                               : j == 2 ? 1 : j == 3 ? (dt == LOSSY_F32 ? 0xff7fffff : 0xfbff)
-                              : ref_bits(dt, gauss(&s));
+                              : ref_bits(dt, ut_gauss(&s));
                 size_t cnt = 5000;
                 uint8_t *raw = ut_xmalloc(cnt * W[dt]);
                 for (size_t i = 0; i < cnt; i++) put_el(raw, dt, i, vals[ut_rand(&s) % k]);
@@ -503,7 +486,7 @@ START_TEST(test_exact_residual)
     for (int dt = 0; dt < 3; dt++) {
         size_t cnt = 3001, n = cnt * W[dt];
         uint8_t *raw = ut_xmalloc(n), *base = ut_xmalloc(n);
-        uint64_t s = rng(5);
+        uint64_t s = ut_seed(5);
         for (size_t i = 0; i < cnt; i++) {
             int b = (int)(ut_rand(&s) % 201) - 100;
             put_el(base, dt, i, ref_bits(dt, b));
@@ -605,7 +588,7 @@ START_TEST(test_specials)
 }
 END_TEST
 
-static double tail(size_t i, uint64_t *s) { return i % 199 ? 0.02 * gauss(s) : 1 + gauss(s); }
+static double tail(size_t i, uint64_t *s) { return i % 199 ? 0.02 * ut_gauss(s) : 1 + ut_gauss(s); }
 
 /* Each stream codec where it should win: zstd for a sparse mask, Huffman for
 ** dense indices, raw for a few bytes. */
@@ -662,7 +645,7 @@ static void corrupt_one(int dt, int kind, size_t cnt, int every_byte)
     size_t n = cnt * W[dt];
     uint8_t *raw = block(dt, cnt, weight, 11), *base = block(dt, cnt, weight, 12);
     sprinkle(dt, raw, base, cnt);
-    uint64_t h = hash_of(base, n), s = rng(13);
+    uint64_t h = hash_of(base, n), s = ut_seed(13);
     struct lossy_params p = {kind, 4, 0.01f, NULL};
     struct enc e = encode_checked(dt, raw, base, n, &p);
     uint8_t *out = ut_xmalloc(n + GUARD), *bad = ut_xmalloc(e.len + 1);
@@ -693,7 +676,7 @@ START_TEST(test_corrupt)
         corrupt_one(LOSSY_BF16, kind, 301, 1);
         corrupt_one(LOSSY_F16, kind, 30011, 0);
     }
-    uint64_t s = rng(14);
+    uint64_t s = ut_seed(14);
     uint8_t *out = ut_xmalloc(4000 + GUARD), base[4000] = {0}, buf[2048];
     for (int t = 0; t < 2000; t++) {
         size_t len = ut_rand(&s) % sizeof buf;
@@ -739,7 +722,7 @@ START_TEST(test_bad_args)
 }
 END_TEST
 
-static double moment(size_t i, uint64_t *s) { return 1e-3 * gauss(s); }
+static double moment(size_t i, uint64_t *s) { return 1e-3 * ut_gauss(s); }
 
 /* LOSSY_PRUNED: a given mask ANDed in; v coded with m's mask keeps the same
 ** elements; non-finite values are kept even where the mask says not. */
@@ -833,7 +816,7 @@ START_TEST(test_stats)
 }
 END_TEST
 
-static double adam_v(size_t i, uint64_t *s) { return 1e-8 * exp(2 * gauss(s)); }
+static double adam_v(size_t i, uint64_t *s) { return 1e-8 * exp(2 * ut_gauss(s)); }
 
 /* k-means at 8 bits stores fp32 optimizer states in under 0.4 of their size. */
 START_TEST(test_ratio_kmeans)
@@ -866,12 +849,12 @@ START_TEST(test_closed_loop)
         memcpy(closed, w, n); /* version 0 is stored lossless */
         memcpy(open, w, n);
         double ec[11], eo[11], sc = 0;
-        uint64_t s = rng(22);
+        uint64_t s = ut_seed(22);
         for (int k = 1; k <= 10; k++) {
             memcpy(prev_w, w, n);
             for (size_t i = 0; i < cnt; i++) {
                 double x = ref_value(dt, get_el(w, dt, i));
-                put_el(w, dt, i, ref_bits(dt, x + 2e-5 * gauss(&s) * (dt == LOSSY_BF16 ? 20 : 1)));
+                put_el(w, dt, i, ref_bits(dt, x + 2e-5 * ut_gauss(&s) * (dt == LOSSY_BF16 ? 20 : 1)));
             }
             struct lossy_stats st;
             ck_assert_int_eq(lossy_stats(w, closed, n, dt, &st), 0);

@@ -66,24 +66,6 @@ static void put64(uint8_t *p, uint64_t v)
     for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
 }
 
-/* A nonzero state for ut_rand (xorshift sticks at 0). */
-static uint64_t rng(uint64_t seed)
-{
-    return seed * 0x9E3779B97F4A7C15ull + 0x2545F4914F6CDD1Dull;
-}
-
-/* Uniform in (0, 1]. */
-static double unif(uint64_t *s)
-{
-    return (double)((ut_rand(s) >> 11) + 1) * (1.0 / 9007199254740992.0);
-}
-
-static double gauss(uint64_t *s)
-{
-    double u = unif(s), v = unif(s);
-    return sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v);
-}
-
 static uint16_t f32_to_bf16(float f)
 {
     uint32_t u;
@@ -107,7 +89,7 @@ static size_t first_diff(const uint8_t *a, const uint8_t *b, size_t n)
 
 static void shuffle(uint8_t *p, size_t n, uint64_t seed)
 {
-    uint64_t s = rng(seed);
+    uint64_t s = ut_seed(seed);
     for (size_t i = n; i > 1; i--) {
         size_t j = (size_t)(ut_rand(&s) % i);
         uint8_t t = p[i - 1];
@@ -341,7 +323,7 @@ START_TEST(test_huf_two_symbols)
 {
     static const size_t ns[] = {2, 3, 4, 5, 8, 9, 100, 4096, 100001};
     uint8_t *p = ut_xmalloc(100001);
-    uint64_t s = rng(5);
+    uint64_t s = ut_seed(5);
     for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++) {
         size_t n = ns[i];
         for (int skew = 0; skew < 3; skew++) {
@@ -469,7 +451,7 @@ END_TEST
 START_TEST(test_huf_small_sizes)
 {
     uint8_t p[64];
-    uint64_t s = rng(77);
+    uint64_t s = ut_seed(77);
     for (size_t n = 1; n <= 40; n++)
         for (int kind = 0; kind < 5; kind++) {
             for (size_t i = 0; i < n; i++) {
@@ -490,9 +472,9 @@ END_TEST
 /* Exponent bytes of N(0, 0.02) weights in f32: a skewed, 10-odd symbol set. */
 static void gen_exponents(uint8_t *p, size_t n, uint64_t seed)
 {
-    uint64_t s = rng(seed);
+    uint64_t s = ut_seed(seed);
     for (size_t i = 0; i < n; i++) {
-        float f = (float)(0.02 * gauss(&s));
+        float f = (float)(0.02 * ut_gauss(&s));
         uint32_t u;
         memcpy(&u, &f, 4);
         p[i] = (uint8_t)(u >> 23);
@@ -517,14 +499,14 @@ END_TEST
 START_TEST(test_huf_size_bound)
 {
     uint8_t *p = ut_xmalloc(200000);
-    uint64_t s = rng(99);
+    uint64_t s = ut_seed(99);
     for (int t = 0; t < 300; t++) {
         size_t n = 1 + (size_t)(ut_rand(&s) % (t < 200 ? 3000 : 200000));
         unsigned alpha = 1 + (unsigned)(ut_rand(&s) % 256);
-        double skew = unif(&s) * 4;
+        double skew = ut_unif(&s) * 4;
         for (size_t i = 0; i < n; i++) {
             /* symbol ~ alpha * u^(1+skew): heavier on small symbols */
-            double u = pow(unif(&s), 1 + skew);
+            double u = pow(ut_unif(&s), 1 + skew);
             unsigned v = (unsigned)(u * alpha);
             p[i] = (uint8_t)(v >= alpha ? alpha - 1 : v);
         }
@@ -747,7 +729,7 @@ START_TEST(test_huf_crafted)
     ** bits decode; random streams give 0 or -EIO. */
     memset(h + 1, 0x88, 128);
     uint8_t *g = ut_xmalloc(HUF_HEADER + 4096);
-    uint64_t s = rng(8);
+    uint64_t s = ut_seed(8);
     for (int t = 0; t < 200; t++) {
         size_t m = 1 + (size_t)(ut_rand(&s) % 4000);
         size_t gl = HUF_HEADER + (size_t)(ut_rand(&s) % 4096);
@@ -778,7 +760,7 @@ START_TEST(test_huf_corrupt_streams)
     uint8_t *src;
     uint8_t *e = huf_sample(n, 23, &src, &len);
     uint8_t *b = ut_xmalloc(len);
-    uint64_t s = rng(4);
+    uint64_t s = ut_seed(4);
     int eio = 0;
     for (int t = 0; t < 100; t++) {
         memcpy(b, e, len);
@@ -997,10 +979,10 @@ static struct tc_res tc_rt(const uint8_t *raw, size_t n, unsigned width, int is_
 ** n % w bytes is random. */
 static void gen_weights(uint8_t *p, size_t n, unsigned w, uint64_t seed)
 {
-    uint64_t s = rng(seed);
+    uint64_t s = ut_seed(seed);
     size_t cnt = n / w;
     for (size_t i = 0; i < cnt; i++) {
-        double g = 0.02 * gauss(&s);
+        double g = 0.02 * ut_gauss(&s);
         switch (w) {
         case 8: memcpy(p + 8 * i, &g, 8); break;
         case 4: {
@@ -1026,9 +1008,9 @@ static void gen_weights(uint8_t *p, size_t n, unsigned w, uint64_t seed)
 ** floats of one sign: that many ulps). */
 static void perturb(uint8_t *p, size_t n, unsigned w, double frac, unsigned maxd, uint64_t seed)
 {
-    uint64_t s = rng(seed);
+    uint64_t s = ut_seed(seed);
     for (size_t i = 0; i < n / w; i++) {
-        if (unif(&s) > frac) continue;
+        if (ut_unif(&s) > frac) continue;
         uint64_t v = rdw(p + w * i, w), r = ut_rand(&s);
         uint64_t d = 1 + (r >> 1) % maxd;
         v = r & 1 ? v + d : v - d;
@@ -1043,9 +1025,9 @@ static size_t replace_some(uint8_t *p, size_t n, unsigned w, double frac, uint64
     if (!cnt) return 0;
     uint8_t *other = ut_xmalloc(n);
     gen_weights(other, n, w, seed + 7777);
-    uint64_t s = rng(seed);
+    uint64_t s = ut_seed(seed);
     for (size_t i = 0; i < cnt; i++)
-        if (unif(&s) <= frac && memcmp(p + w * i, other + w * i, w)) {
+        if (ut_unif(&s) <= frac && memcmp(p + w * i, other + w * i, w)) {
             memcpy(p + w * i, other + w * i, w);
             changed++;
         }
@@ -1271,7 +1253,7 @@ START_TEST(test_tc_ulp_across_zero)
         unsigned w = ws[wi];
         size_t cnt = 64 * KiB / w, n = cnt * w;
         uint8_t *raw = ut_xmalloc(n), *base = ut_xmalloc(n);
-        uint64_t s = rng(w);
+        uint64_t s = ut_seed(w);
         for (size_t i = 0; i < cnt; i++) {
             int64_t k = (int64_t)(ut_rand(&s) % 41) - 20;
             int64_t kb = k + (ut_rand(&s) & 1 ? 1 : -1);
@@ -1398,7 +1380,7 @@ START_TEST(test_tc_int_wrap)
     /* MIN vs MAX is a difference of 1: a constant-plane delta. */
     size_t cnt = 8192, n = 8 * cnt;
     uint8_t *raw = ut_xmalloc(n), *base = ut_xmalloc(n);
-    uint64_t s = rng(3);
+    uint64_t s = ut_seed(3);
     for (size_t i = 0; i < cnt; i++) {
         int up = (int)(ut_rand(&s) & 1);
         wrw(raw + 8 * i, 8, up ? (uint64_t)INT64_MIN : (uint64_t)INT64_MAX);
@@ -1471,7 +1453,7 @@ START_TEST(test_tc_never_larger_runs)
 {
     size_t n = 64 * KiB;
     uint8_t *raw = ut_xmalloc(n), *base = ut_xmalloc(n);
-    uint64_t s = rng(31);
+    uint64_t s = ut_seed(31);
     for (size_t i = 0; i < n;) {
         size_t run = 100 + (size_t)(ut_rand(&s) % 200);
         uint8_t v = ut_rand(&s) % 10 < 7 ? 0 : (uint8_t)(ut_rand(&s) >> 24);
@@ -1642,7 +1624,7 @@ START_TEST(test_tc_corrupt)
     }
     /* Random garbage behind valid-looking headers. */
     uint8_t *g = ut_xmalloc(4096);
-    uint64_t s = rng(17);
+    uint64_t s = ut_seed(17);
     for (int t = 0; t < 2000; t++) {
         size_t gl = 4 + (size_t)(ut_rand(&s) % 4000);
         ut_fill_random(g, gl, (uint64_t)t + 500);
@@ -1805,9 +1787,9 @@ START_TEST(test_tc_realistic_bf16)
     ck_assert_int_eq(sa.codecs[2], 1);
 
     /* Truncated instead of rounded: about the same. */
-    uint64_t s = rng(2025);
+    uint64_t s = ut_seed(2025);
     for (size_t i = 0; i < cnt; i++) {
-        float f = (float)(0.02 * gauss(&s));
+        float f = (float)(0.02 * ut_gauss(&s));
         uint32_t u;
         memcpy(&u, &f, 4);
         wrw(raw + 2 * i, 2, u >> 16);
@@ -1818,9 +1800,9 @@ START_TEST(test_tc_realistic_bf16)
     /* Fine-tuning step: 30% of the elements move by one ulp either way. */
     memcpy(raw, base, n);
     size_t moved = 0;
-    s = rng(7);
+    s = ut_seed(7);
     for (size_t i = 0; i < cnt; i++) {
-        if (unif(&s) > 0.3) continue;
+        if (ut_unif(&s) > 0.3) continue;
         uint64_t v = rdw(raw + 2 * i, 2);
         if ((v & 0x7FFF) == 0 || (v & 0x7FFF) >= 0x7F7F) continue; /* keep off zero and inf */
         wrw(raw + 2 * i, 2, ut_rand(&s) & 1 ? v + 1 : v - 1);

@@ -5,7 +5,7 @@
 ** parent process, before any test forks) and removes it after the run, so a
 ** failing test that exits early still leaves nothing behind. Tests make their
 ** own scratch directories inside it with ut_newdir(). Also: a deterministic
-** PRNG for test data and small file helpers.
+** PRNG (uniform and normal) for test data and small file helpers.
 */
 #ifndef CKPT_UNIT_UTIL_H
 #define CKPT_UNIT_UTIL_H
@@ -14,6 +14,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <ftw.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -75,6 +76,25 @@ static inline uint64_t ut_rand(uint64_t *s)
     *s ^= *s >> 7;
     *s ^= *s << 17;
     return *s;
+}
+
+/* A nonzero state for ut_rand (xorshift sticks at 0) from any seed. */
+static inline uint64_t ut_seed(uint64_t seed)
+{
+    return seed * 0x9E3779B97F4A7C15ull + 0x2545F4914F6CDD1Dull;
+}
+
+/* Uniform in (0, 1]. */
+static inline double ut_unif(uint64_t *s)
+{
+    return (double)((ut_rand(s) >> 11) + 1) * (1.0 / 9007199254740992.0);
+}
+
+/* Standard normal (Box-Muller). */
+static inline double ut_gauss(uint64_t *s)
+{
+    double u = ut_unif(s), v = ut_unif(s);
+    return sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v);
 }
 
 static inline void *ut_xmalloc(size_t n)
