@@ -160,6 +160,33 @@ static uint8_t *base_for(struct store *st, const struct store_hint *h, size_t le
     return buf;
 }
 
+/* Append the record of a block encoded as stored[0..len) (codec id codec)
+** whose raw bytes are raw[0..raw_len), a delta against base unless NULL;
+** fill *c (id 0). A tensor block is the likely base of the next version's
+** block: with cache set, keep it decoded so that delta need not rebuild it
+** from the pack. */
+static int append_block(struct store *st, uint8_t codec, const void *stored, size_t len,
+                        const void *raw, size_t raw_len, const struct fsm_chunk *base,
+                        int cache, struct fsm_chunk *c)
+{
+    struct pack_rec r = {.codec = codec, .raw_len = (uint32_t)raw_len,
+                         .stored_len = (uint32_t)len, .hash = XXH3_64bits(raw, raw_len)};
+    *c = (struct fsm_chunk){.raw_len = r.raw_len, .stored_len = r.stored_len,
+                            .codec = codec, .hash = r.hash, .chain = len};
+    if (base) {
+        c->base = base->id;
+        c->depth = base->depth + 1;
+        c->chain = base->chain + len;
+    }
+    CK_TRY(pack_append(st->packs, &r, stored, &c->pack, &c->off));
+    uint8_t *copy = cache ? malloc(raw_len ? raw_len : 1) : NULL;
+    if (copy) {
+        memcpy(copy, raw, raw_len);
+        bcache_put(st->cache, bcache_key(c->pack, c->off), copy, raw_len);
+    }
+    return 0;
+}
+
 int store_put_block(struct store *st, const void *raw, size_t len,
                     const struct store_hint *h, struct fsm_chunk *c)
 {
@@ -175,46 +202,15 @@ int store_put_block(struct store *st, const void *raw, size_t len,
                           ch.width ? &ch : NULL, &codec, &stored, &delta);
     free(base);
     CK_TRY(rc);
-    struct pack_rec r = {.codec = codec, .raw_len = (uint32_t)len,
-                         .stored_len = (uint32_t)stored, .hash = XXH3_64bits(raw, len)};
-    *c = (struct fsm_chunk){.raw_len = r.raw_len, .stored_len = r.stored_len,
-                            .codec = codec, .hash = r.hash, .chain = stored};
-    if (delta) {
-        c->base = h->base.id;
-        c->depth = h->base.depth + 1;
-        c->chain = h->base.chain + stored;
-    }
-    CK_TRY(pack_append(st->packs, &r, dst, &c->pack, &c->off));
-    /* A tensor block is the likely base of the next version's block: keep
-    ** it decoded, so that delta need not rebuild it from the pack. */
-    uint8_t *copy = h && h->width ? malloc(len) : NULL;
-    if (copy) {
-        memcpy(copy, raw, len);
-        bcache_put(st->cache, bcache_key(c->pack, c->off), copy, len);
-    }
-    return 0;
+    return append_block(st, codec, dst, stored, raw, len, delta ? &h->base : NULL,
+                        h && h->width, c);
 }
 
 int store_put_encoded(struct store *st, uint8_t codec, const void *stored, size_t len,
                       const void *raw, size_t raw_len, const struct fsm_chunk *base,
                       struct fsm_chunk *c)
 {
-    struct pack_rec r = {.codec = codec, .raw_len = (uint32_t)raw_len,
-                         .stored_len = (uint32_t)len, .hash = XXH3_64bits(raw, raw_len)};
-    *c = (struct fsm_chunk){.raw_len = r.raw_len, .stored_len = r.stored_len,
-                            .codec = codec, .hash = r.hash, .chain = len};
-    if (base) {
-        c->base = base->id;
-        c->depth = base->depth + 1;
-        c->chain = base->chain + len;
-    }
-    CK_TRY(pack_append(st->packs, &r, stored, &c->pack, &c->off));
-    uint8_t *copy = malloc(raw_len ? raw_len : 1);
-    if (copy) {
-        memcpy(copy, raw, raw_len);
-        bcache_put(st->cache, bcache_key(c->pack, c->off), copy, raw_len);
-    }
-    return 0;
+    return append_block(st, codec, stored, len, raw, raw_len, base, 1, c);
 }
 
 int store_space(struct store *st, uint64_t len)
