@@ -850,10 +850,9 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
     int f = (flags & XATTR_CREATE ? FSMETA_XATTR_CREATE : 0) |
             (flags & XATTR_REPLACE ? FSMETA_XATTR_REPLACE : 0);
     char canon[POLICY_TEXT_MAX];
-    if (rc == 0 && strcmp(name, POLICY_XATTR) == 0 && (rc = policy_value(value, size, canon)) >= 0) {
-        value = canon;
-        size = (size_t)rc;
-        rc = 0;
+    if (rc == 0 && strcmp(name, POLICY_XATTR) == 0) {
+        rc = policy_value(value, size, canon);
+        if (rc >= 0) value = canon, size = (size_t)rc, rc = 0;
     }
     if (rc == 0) rc = fsmeta_begin(m, 0);
     if (rc == 0) {

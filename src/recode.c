@@ -14,6 +14,7 @@
 #include "lossy.h"
 #include "policy.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +43,7 @@ struct rc {
     struct fsm_extent *out;        /* replaced blocks */
     size_t nout, cout;
     double sse, ssv;               /* squared error and squared values */
+    uint64_t saved;                /* stored bytes the replaced blocks saved */
     uint8_t *raw, *base, *recon, *dst, *mask_w, *mask_m;
     size_t cap;
 };
@@ -174,12 +176,13 @@ static int grow_buffers(struct rc *rc, size_t len)
     return 0;
 }
 
-/* What to do with one block. thr_r > 0: the threshold is thr_r times the
-** median of |residual| (known once the base is read). */
+/* What to do with one block. The threshold is thr, or, known only once the
+** block is read, thr_r times the median of |residual| or thr_m times the
+** mean of |value|. */
 enum { MASK_NONE = 0, MASK_W, MASK_M }; /* which of rc's mask buffers */
 struct plan {
     int kind;         /* LOSSY_*, or -1 to keep the block */
-    double thr, thr_r;
+    double thr, thr_r, thr_m;
     int mask;         /* kept elements only where this mask allows */
     int mask_out;     /* where to put the kept elements */
 };
@@ -206,8 +209,10 @@ static int recode_block(struct rc *rc, const struct fsm_tensor *t, const struct 
     if (b) CK_TRY(store_read_block(rc->st, &b->c, 0, len, rc->base));
     struct lossy_params lp = {.kind = p->kind, .bits = rc->pol.bits,
                               .threshold = (float)p->thr, .mask = mask_buf(rc, p->mask)};
-    if (p->thr_r > 0)
-        lp.threshold = (float)(p->thr_r * stats_of(rc->raw, rc->base, len, dt).median_abs);
+    if (p->thr_r > 0 || p->thr_m > 0) {
+        struct lossy_stats ls = stats_of(rc->raw, b ? rc->base : NULL, len, dt);
+        lp.threshold = (float)(p->thr_r > 0 ? p->thr_r * ls.median_abs : p->thr_m * ls.mean_abs);
+    }
     size_t out_len;
     struct lossy_err err;
     int r = lossy_encode(rc->raw, len, dt, b ? rc->base : NULL, b ? b->c.hash : 0, &lp, rc->dst,
@@ -220,6 +225,7 @@ static int recode_block(struct rc *rc, const struct fsm_tensor *t, const struct 
     CK_TRY(store_put_encoded(rc->st, CODEC_LOSSY, rc->dst, out_len, rc->recon, len,
                              b ? &b->c : NULL, &o->c));
     rc->nout++;
+    rc->saved += e->c.stored_len - out_len;
     rc->sse += err.sq_err;
     rc->ssv += err.sq_val;
     *done = 1;
@@ -239,80 +245,80 @@ static struct plan plan_for(const struct rc *rc, int role)
         p = (struct plan){.kind = LOSSY_RESIDUAL, .thr_r = excp ? R_UNPAIRED : 0};
         break;
     case R_M:
-        p.kind = excp ? LOSSY_PRUNED : LOSSY_KMEANS;
+        p = excp ? (struct plan){.kind = LOSSY_PRUNED, .thr_m = rc->pol.beta, .mask_out = MASK_M}
+                 : (struct plan){.kind = LOSSY_KMEANS};
         break;
     case R_V:
-        p = (struct plan){.kind = excp ? LOSSY_PRUNED : LOSSY_KMEANS, .thr = -1};
+        p = (struct plan){.kind = excp ? LOSSY_PRUNED : LOSSY_KMEANS, .thr = -1,
+                          .mask = excp ? MASK_M : MASK_NONE};
         break;
     }
     return p;
 }
 
-/* Each block of t, in order: cb(ctx, block index, extent). */
+/* Each block e of tensor t, in order. */
 #define FOR_BLOCKS(rc, t, e)                                                         \
     for (const struct fsm_extent *e = extent_at((rc)->ext, (rc)->next, (t)->off);     \
          e && e < (rc)->ext + (rc)->next && e->file_off + e->c.raw_len <= (t)->off + (t)->len; \
          e++)
 
+/* The block of tensor u at the same place as block e of tensor t, when it
+** has the same length; NULL otherwise. */
+static const struct fsm_extent *same_block(struct rc *rc, const struct fsm_tensor *t,
+                                           const struct fsm_extent *e,
+                                           const struct fsm_tensor *u)
+{
+    const struct fsm_extent *x = extent_at(rc->ext, rc->next, u->off + (e->file_off - t->off));
+    return x && x->c.raw_len == e->c.raw_len ? x : NULL;
+}
+
+/* One block of exp_avg, then the same block of exp_avg_sq. Under excp,
+** exp_avg is pruned by its own statistics and, with wmask, where the
+** weight's residual was pruned; exp_avg_sq takes exp_avg's mask, so it
+** stays exact when exp_avg did. */
+static int recode_moment_pair(struct rc *rc, const struct fsm_tensor *mt,
+                              const struct fsm_extent *me, const struct fsm_tensor *vt,
+                              const struct fsm_extent *ve, int wmask)
+{
+    int excp = rc->pol.kind == POLICY_EXCP, done;
+    struct plan pm = plan_for(rc, R_M), pv = plan_for(rc, R_V);
+    if (excp) pm.mask = wmask;
+    CK_TRY(recode_block(rc, mt, me, &pm, &done));
+    return excp && !done ? 0 : recode_block(rc, vt, ve, &pv, &done);
+}
+
 /* A weight's blocks, each followed by the same block of its moments (when
-** paired under excp): the weight's residual mask prunes exp_avg, whose mask
-** exp_avg_sq takes. */
+** paired): under excp the mean of exp_avg_sq sets the weight's r. */
 static int recode_group(struct rc *rc, struct rtensor *r, size_t w)
 {
     const struct fsm_tensor *t = r[w].t;
     int excp = rc->pol.kind == POLICY_EXCP, done;
-    struct rtensor *m = r[w].m >= 0 ? &r[r[w].m] : NULL, *v = m ? &r[m->v] : NULL;
+    const struct fsm_tensor *mt = r[w].m >= 0 ? r[r[w].m].t : NULL;
+    const struct fsm_tensor *vt = mt ? r[r[r[w].m].v].t : NULL;
     FOR_BLOCKS(rc, t, e) {
-        uint64_t rel = e->file_off - t->off;
-        const struct fsm_extent *me = m ? extent_at(rc->ext, rc->next, m->t->off + rel) : NULL;
-        const struct fsm_extent *ve = v ? extent_at(rc->ext, rc->next, v->t->off + rel) : NULL;
+        const struct fsm_extent *me = mt ? same_block(rc, t, e, mt) : NULL;
+        const struct fsm_extent *ve = vt ? same_block(rc, t, e, vt) : NULL;
         struct plan p = plan_for(rc, r[w].role);
-        if (excp && ve && ve->c.raw_len == e->c.raw_len) {
+        p.mask_out = MASK_W;
+        if (excp && ve) {
             CK_TRY(grow_buffers(rc, ve->c.raw_len));
             CK_TRY(store_read_block(rc->st, &ve->c, 0, ve->c.raw_len, rc->raw));
-            double mv = stats_of(rc->raw, NULL, ve->c.raw_len, lossy_dtype(v->t->dtype)).mean;
+            double mv = stats_of(rc->raw, NULL, ve->c.raw_len, lossy_dtype(vt->dtype)).mean;
             p.thr_r = mv > 0 ? CK_MIN(2.5, rc->pol.alpha / sqrt(mv)) : 2.5;
         }
-        p.mask_out = MASK_W;
         CK_TRY(recode_block(rc, t, e, &p, &done));
-        if (!me || !ve || me->c.raw_len != e->c.raw_len) continue;
-        struct plan pm = plan_for(rc, R_M), pv = plan_for(rc, R_V);
-        if (excp) {
-            CK_TRY(grow_buffers(rc, me->c.raw_len));
-            CK_TRY(store_read_block(rc->st, &me->c, 0, me->c.raw_len, rc->raw));
-            pm.thr = rc->pol.beta *
-                     stats_of(rc->raw, NULL, me->c.raw_len, lossy_dtype(m->t->dtype)).mean_abs;
-            pm.mask = done ? MASK_W : MASK_NONE;
-            pm.mask_out = MASK_M;
-        }
-        CK_TRY(recode_block(rc, m->t, me, &pm, &done));
-        if (excp && !done) continue; /* no mask for v: leave it exact */
-        pv.mask = excp ? MASK_M : MASK_NONE;
-        CK_TRY(recode_block(rc, v->t, ve, &pv, &done));
+        if (me && ve) CK_TRY(recode_moment_pair(rc, mt, me, vt, ve, done ? MASK_W : MASK_NONE));
     }
     return 0;
 }
 
-/* Moments of unpaired weights (or none): exp_avg by its own statistics,
-** exp_avg_sq by exp_avg's mask. */
+/* The moments of no weight (unpaired), block by block. */
 static int recode_moments(struct rc *rc, struct rtensor *r, size_t mi)
 {
-    int excp = rc->pol.kind == POLICY_EXCP, done;
     const struct fsm_tensor *mt = r[mi].t, *vt = r[r[mi].v].t;
     FOR_BLOCKS(rc, mt, e) {
-        const struct fsm_extent *ve = extent_at(rc->ext, rc->next, vt->off + (e->file_off - mt->off));
-        struct plan pm = plan_for(rc, R_M), pv = plan_for(rc, R_V);
-        if (excp) {
-            CK_TRY(grow_buffers(rc, e->c.raw_len));
-            CK_TRY(store_read_block(rc->st, &e->c, 0, e->c.raw_len, rc->raw));
-            pm.thr = rc->pol.beta *
-                     stats_of(rc->raw, NULL, e->c.raw_len, lossy_dtype(mt->dtype)).mean_abs;
-            pm.mask_out = MASK_M;
-        }
-        CK_TRY(recode_block(rc, mt, e, &pm, &done));
-        if (!ve || ve->c.raw_len != e->c.raw_len || (excp && !done)) continue;
-        pv.mask = excp ? MASK_M : MASK_NONE;
-        CK_TRY(recode_block(rc, vt, ve, &pv, &done));
+        const struct fsm_extent *ve = same_block(rc, mt, e, vt);
+        if (ve) CK_TRY(recode_moment_pair(rc, mt, e, vt, ve, MASK_NONE));
     }
     return 0;
 }
@@ -372,15 +378,14 @@ int recode_version(struct store *st, const struct fsm_version *v, struct recode_
     double err = rc.ssv > 0 ? sqrt(rc.sse / rc.ssv) : 0;
     if (r == 0) r = fsmeta_recode_commit(st->meta, v->id, rc.out, rc.nout, err);
     if (r == 0 && s) {
-        struct fsm_version after;
         s->versions++;
         s->blocks += rc.nout;
         s->before += v->stored;
-        s->after += fsmeta_version_get(st->meta, v->id, &after) == 0 ? after.stored : v->stored;
+        s->after += v->stored - rc.saved;
     }
     free(t);
     rc_free(&rc);
-    return r;
+    return r < 0 ? r : (int)CK_MIN(rc.nout, (size_t)INT_MAX);
 }
 
 int recode_pending(struct store *st, const volatile int *stop, recode_changed_fn changed,
@@ -389,9 +394,8 @@ int recode_pending(struct store *st, const volatile int *stop, recode_changed_fn
     struct fsm_version v;
     int r = 0;
     while (!(stop && *stop) && (r = fsmeta_recode_next(st->meta, &v)) == 0) {
-        uint64_t before = s ? s->blocks : 0;
         r = recode_version(st, &v, s);
-        if (r == 0 && changed && (!s || s->blocks != before)) changed(ctx, v.ino);
+        if (r > 0 && changed) changed(ctx, v.ino);
         if (r < 0) {
             ck_log(CK_LOG_ERR, "re-encoding version %llu: %s", (unsigned long long)v.id,
                    strerror(-r));

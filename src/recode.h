@@ -46,7 +46,8 @@ struct recode_stats {
     uint64_t before, after; /* stored bytes of those versions */
 };
 
-/* Re-encode one version (v from fsmeta_recode_next). */
+/* Re-encode one version (v from fsmeta_recode_next); returns the number of
+** blocks replaced (0: it stays exact) or an error. */
 int recode_version(struct store *st, const struct fsm_version *v, struct recode_stats *s);
 
 /* Called after a version of ino was re-encoded: what the kernel cached of
