@@ -60,7 +60,7 @@ const char *const fsm_core_sql[S_COUNT] = {
                  "AND EXISTS (SELECT 1 FROM tensor t WHERE t.ver=inode.ver) "
                  "ORDER BY mtime DESC LIMIT 1",
     [S_SETFAMILY] = "UPDATE inode SET family=?2 WHERE ino=?1",
-    [S_VERFAMILY] = "UPDATE version SET family=?2,policy=?3 WHERE id=?1",
+    [S_VERFAMILY] = "UPDATE version SET family=?2,policy=?3,lossy=?4 WHERE id=?1",
     [S_CURVER] = "SELECT ver FROM inode WHERE ino=?1",
     [S_EXTINS] = "INSERT INTO extent(ver,off,chunk) VALUES(?1,?2,?3)",
     [S_SETCONTENT] = "UPDATE inode SET size=?2,mtime=?3,ctime=?4,stored=?5,ver=?6 "
@@ -968,7 +968,7 @@ static int put_tensors(fsmeta *m, uint64_t ver, const struct fsm_tensor *t, size
 }
 
 int fsmeta_set_tensors(fsmeta *m, uint64_t ino, const char *family, const char *policy,
-                       const struct fsm_tensor *t, size_t n)
+                       int now, const struct fsm_tensor *t, size_t n)
 {
     CK_TRY(fsmeta_begin(m, 0));
     uint64_t ver;
@@ -985,6 +985,7 @@ int fsmeta_set_tensors(fsmeta *m, uint64_t ino, const char *family, const char *
         bind_i64(s, 1, (int64_t)ver);
         if (family) bind_name(s, 2, family);
         if (policy && n) bind_name(s, 3, policy);
+        bind_i64(s, 4, policy && n && now ? FSM_LOSSY_NOW : FSM_LOSSY_TODO);
         rc = run(m, s);
     }
     return fsmeta_end(m, rc);

@@ -155,10 +155,11 @@ int fsmeta_chunk_get(fsmeta *m, uint64_t id, struct fsm_chunk *c);
 
 /* Record the tensors of ino's current version, its family key (NULL: none)
 ** and the lossy policy that applies to it (NULL: lossless; ignored when it
-** has no tensors); replaces earlier ones. -ENOENT if ino has no content.
-** Call in the transaction that sets the content. */
+** has no tensors), due at once when now is set, else once superseded;
+** replaces earlier ones. -ENOENT if ino has no content. Call in the
+** transaction that sets the content. */
 int fsmeta_set_tensors(fsmeta *m, uint64_t ino, const char *family, const char *policy,
-                       const struct fsm_tensor *t, size_t n);
+                       int now, const struct fsm_tensor *t, size_t n);
 /* Tensors of ino's current version (none if it has no content), or of
 ** version ver, by offset; *out malloc'd. */
 int fsmeta_tensors(fsmeta *m, uint64_t ino, struct fsm_tensor **out, size_t *n);
@@ -186,9 +187,10 @@ int fsmeta_name_of(fsmeta *m, uint64_t ino, uint64_t *parent, char *name, size_t
 #define FSM_SEQ_NOW UINT64_MAX /* "alive now" as an end of life */
 
 enum { FSM_VER_KEPT = 0, FSM_VER_PROVISIONAL = 1, FSM_VER_PRUNED = 2 };
-/* Where a version with a policy stands: waiting for a newer version (or the
-** recoder), re-encoded lossily, or left exact (nothing to quantize). */
-enum { FSM_LOSSY_TODO = 0, FSM_LOSSY_DONE = 1, FSM_LOSSY_EXACT = 2 };
+/* Where a version with a policy stands: waiting for a newer version,
+** re-encoded lossily, left exact (nothing to quantize), or waiting for the
+** recoder only (its policy makes the newest lossy too). */
+enum { FSM_LOSSY_TODO = 0, FSM_LOSSY_DONE = 1, FSM_LOSSY_EXACT = 2, FSM_LOSSY_NOW = 3 };
 
 struct fsm_version {
     uint64_t id, ino, seq;
@@ -252,8 +254,8 @@ int fsmeta_changes(fsmeta *m, uint64_t after, fsmeta_change_cb cb, void *ctx);
 /* ---- Lossy re-encoding (fsmeta_lossy.c) ---- */
 
 /* The oldest version waiting for its lossy policy that may be re-encoded
-** now: a newer version of its inode or family exists, or its policy makes
-** the newest lossy too. -ENOENT if none. */
+** now: FSM_LOSSY_NOW, or FSM_LOSSY_TODO and a newer version of its inode or
+** family exists. -ENOENT if none. */
 int fsmeta_recode_next(fsmeta *m, struct fsm_version *v);
 /* The kept version of v's inode or family committed last before v: what a
 ** reader rebuilds for it is the base of v's residuals. -ENOENT if none. */

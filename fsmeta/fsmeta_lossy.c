@@ -14,8 +14,8 @@
               "AND (w.ino=v.ino OR w.family=v.family))"
 
 const char *const fsm_lossy_sql[S_COUNT] = {
-    [S_RCNEXT] = "SELECT v.id FROM version v WHERE v.policy IS NOT NULL AND v.lossy=0 "
-                 "AND v.state=0 AND (instr(CAST(v.policy AS TEXT),',newest')>0 OR " NEWER ") "
+    [S_RCNEXT] = "SELECT v.id FROM version v WHERE v.policy IS NOT NULL AND v.state=0 "
+                 "AND (v.lossy=3 OR (v.lossy=0 AND " NEWER ")) "
                  "ORDER BY v.seq LIMIT 1",
     [S_RCPREV] = "SELECT id FROM version WHERE state=0 AND seq<?2 AND (ino=?1 OR "
                  "family=(SELECT family FROM version WHERE id=?3)) ORDER BY seq DESC LIMIT 1",

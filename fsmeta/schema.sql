@@ -101,7 +101,10 @@ CREATE TABLE IF NOT EXISTS version (
     policy  BLOB,                       -- lossy policy (src/policy.h) to apply
                                         -- once a newer version exists; NULL:
                                         -- lossless
-    lossy   INTEGER NOT NULL DEFAULT 0, -- 1: re-encoded under policy
+    lossy   INTEGER NOT NULL DEFAULT 0, -- 0 exact (with a policy: until a newer
+                                        -- version exists); 1 re-encoded under
+                                        -- policy; 2 nothing to re-encode; 3 to
+                                        -- re-encode now (policy ",newest")
     err     REAL                        -- then: relative L2 error of the
                                         -- re-encoded tensors (rebuilt vs exact)
 );

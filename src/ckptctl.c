@@ -222,14 +222,23 @@ static int path_versions(struct store *st, const char *path, struct fsm_version 
     return rc;
 }
 
-/* What a policy did to a version: "exact", "excp pending", "excp 1.2e-03". */
+/* What a policy did to a version: "done", "pending" or "exact". */
+static const char *lossy_state(const struct fsm_version *v)
+{
+    if (v->policy[0] && v->lossy == FSM_LOSSY_DONE) return "done";
+    if (v->policy[0] && (v->lossy == FSM_LOSSY_TODO || v->lossy == FSM_LOSSY_NOW))
+        return "pending";
+    return "exact";
+}
+
+/* The same for people: "exact", "excp pending", "excp err 1.2e-03". */
 static void lossy_text(const struct fsm_version *v, char *buf, size_t cap)
 {
-    size_t k = strcspn(v->policy, ":");
+    const char *state = lossy_state(v);
+    int k = (int)strcspn(v->policy, ":");
     if (!v->policy[0]) snprintf(buf, cap, "exact");
-    else if (v->lossy == FSM_LOSSY_DONE) snprintf(buf, cap, "%.*s err %.2e", (int)k, v->policy, v->err);
-    else snprintf(buf, cap, "%.*s %s", (int)k, v->policy,
-                  v->lossy == FSM_LOSSY_TODO ? "pending" : "exact");
+    else if (strcmp(state, "done") == 0) snprintf(buf, cap, "%.*s err %.2e", k, v->policy, v->err);
+    else snprintf(buf, cap, "%.*s %s", k, v->policy, state);
 }
 
 static void print_version(struct store *st, const struct fsm_version *v, int json, int first)
@@ -250,9 +259,7 @@ static void print_version(struct store *st, const struct fsm_version *v, int jso
                " \"policy\": \"%s\", \"lossy\": \"%s\", \"error\": %.6g}",
                first ? "" : ",", U(v->seq), when, U(v->size), U(v->stored),
                ratio(v->size, v->stored), mix, U(b.seq), state,
-               v->policy[0] ? v->policy : "lossless",
-               v->lossy == FSM_LOSSY_DONE ? "done" : v->policy[0] &&
-               v->lossy == FSM_LOSSY_TODO ? "pending" : "exact",
+               v->policy[0] ? v->policy : "lossless", lossy_state(v),
                v->lossy == FSM_LOSSY_DONE ? v->err : 0.0);
         return;
     }

@@ -375,13 +375,19 @@ static int gather(struct store *st, struct node *n, struct fsm_extent **out, siz
 }
 
 /* The lossy policy n's new version is to get (NULL: lossless): its own
-** user.ckptfs.policy, else the mount's default. */
-static const char *policy_of(struct store *st, struct node *n, char *buf, size_t cap)
+** user.ckptfs.policy, else the mount's default; *now when it makes the
+** newest version lossy too. */
+static const char *policy_of(struct store *st, struct node *n, char *buf, size_t cap,
+                             int *now)
 {
     int len = fsmeta_xattr_get(st->meta, n->ino, POLICY_XATTR, buf, cap - 1);
-    if (len < 0) return st->o.policy;
-    buf[len] = 0;
-    return strcmp(buf, "lossless") == 0 ? NULL : buf;
+    const char *text = len < 0 ? st->o.policy : buf;
+    struct policy p;
+    if (len >= 0) buf[len] = 0;
+    if (!text || policy_parse(text, strlen(text), &p) < 0 || p.kind == POLICY_LOSSLESS)
+        return NULL;
+    *now = p.newest;
+    return text;
 }
 
 static int commit_dirty(struct store *st, struct node *n, int durable, int provisional)
@@ -403,8 +409,9 @@ static int commit_dirty(struct store *st, struct node *n, int durable, int provi
             size_t nt;
             const struct fsm_tensor *t = cutter_tensors(n->cut, &nt);
             char pbuf[POLICY_TEXT_MAX];
-            rc = fsmeta_set_tensors(st->meta, n->ino, cutter_family(n->cut),
-                                    policy_of(st, n, pbuf, sizeof pbuf), t, nt);
+            int now = 0;
+            const char *pol = policy_of(st, n, pbuf, sizeof pbuf, &now);
+            rc = fsmeta_set_tensors(st->meta, n->ino, cutter_family(n->cut), pol, now, t, nt);
         }
         rc = fsmeta_end(st->meta, rc);
     }

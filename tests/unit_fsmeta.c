@@ -635,7 +635,7 @@ START_TEST(test_tensors_family)
     ck_assert_int_eq(fsmeta_link(m, FSMETA_ROOT_INO, "checkpoint-1000", d2), 0);
     uint64_t f1 = mkfile(m), f2 = mkfile(m);
     /* Tensors belong to a version: give each file an (empty) one. */
-    ck_assert_int_eq(fsmeta_set_tensors(m, f1, "x", NULL, NULL, 0), -ENOENT);
+    ck_assert_int_eq(fsmeta_set_tensors(m, f1, "x", NULL, 0, NULL, 0), -ENOENT);
     ck_assert_int_eq(fsmeta_set_content(m, f1, NULL, 0, 0, 5, 6, 0), 0);
     ck_assert_int_eq(fsmeta_set_content(m, f2, NULL, 0, 0, 5, 6, 0), 0);
     ck_assert_int_eq(fsmeta_link(m, d1, "model.safetensors", f1), 0);
@@ -653,16 +653,16 @@ START_TEST(test_tensors_family)
     ck_assert_int_eq(fsmeta_family_latest(m, "/checkpoint-#/model.safetensors", 0, &got),
                      -ENOENT);
     const char *fam = "/checkpoint-#/model.safetensors";
-    ck_assert_int_eq(fsmeta_set_tensors(m, f1, fam, NULL, t, 2), 0);
+    ck_assert_int_eq(fsmeta_set_tensors(m, f1, fam, NULL, 0, t, 2), 0);
     ck_assert_int_eq(fsmeta_family_latest(m, fam, f2, &got), 0);
     ck_assert_uint_eq(got, f1);
     /* Itself excluded; a member without tensors is no base. */
-    ck_assert_int_eq(fsmeta_set_tensors(m, f2, fam, NULL, NULL, 0), 0);
+    ck_assert_int_eq(fsmeta_set_tensors(m, f2, fam, NULL, 0, NULL, 0), 0);
     ck_assert_int_eq(fsmeta_family_latest(m, fam, f1, &got), -ENOENT);
     /* The most recently modified member wins; an unlinked one never does. */
     uint64_t f3 = mkfile(m);
     ck_assert_int_eq(fsmeta_set_content(m, f3, NULL, 0, 0, 5, 6, 0), 0);
-    ck_assert_int_eq(fsmeta_set_tensors(m, f3, fam, NULL, t, 1), 0);
+    ck_assert_int_eq(fsmeta_set_tensors(m, f3, fam, NULL, 0, t, 1), 0);
     struct fsm_attr a3;
     ck_assert_int_eq(fsmeta_getattr(m, f3, &a3), 0);
     a3.mtime = 1000; /* mkfile's mtime is 2 */
