@@ -7,7 +7,8 @@
 # byte-exact under excp, older optimizer states must be re-encoded in the
 # background (ckptctl log: done, with an error), store smaller than their
 # lossless twins, still load with torch, stay close to the originals, and
-# read back the same after a remount; fsck must find nothing wrong.
+# read back the same after a remount; fsck must find nothing wrong. Under
+# "excp:newest" a lone checkpoint is re-encoded without waiting for a newer.
 set -euo pipefail
 # shellcheck source=tests/lib.sh
 . "$TESTLIB"
@@ -24,9 +25,10 @@ log "training a tiny model natively"
 mount_fs "policy=bitsnap"
 P=user.ckptfs.policy
 get() { getfattr --only-values -n "$P" "$1"; }
-mkdir "$MNT/plain" "$MNT/lossy" "$MNT/default"
+mkdir "$MNT/plain" "$MNT/lossy" "$MNT/default" "$MNT/now"
 check "set lossless" setfattr -n "$P" -v lossless "$MNT/plain"
 check "set excp" setfattr -n "$P" -v "excp:bits=4,beta=2" "$MNT/lossy"
+check "set excp:newest" setfattr -n "$P" -v "excp:newest" "$MNT/now"
 [ "$(get "$MNT/lossy")" = "excp:alpha=5e-05,beta=2,bits=4" ] || fail "not canonical: $(get "$MNT/lossy")"
 [ "$(get "$MNT/default")" = "bitsnap:bits=8" ] || fail "mount default not shown: $(get "$MNT/default")"
 getfattr -d "$MNT/default" | grep -q "$P" || fail "the default policy is not listed"
@@ -40,6 +42,7 @@ first=$(echo "$ckpts" | head -1) last=$(echo "$ckpts" | tail -1)
 for c in $ckpts; do
     cp -r "$REF/run/$c" "$MNT/plain/" && cp -r "$REF/run/$c" "$MNT/lossy/"
 done
+cp "$REF/run/$last/optimizer.pt" "$MNT/now/"
 state() { "$CKPTCTL" log --json "$STORE" "$1" | "$PY" -c \
     'import json,sys; v=json.load(sys.stdin)["versions"][-1]; print(v["lossy"], v["error"], v["stored"])'; }
 for _ in $(seq 150); do
@@ -52,6 +55,8 @@ log "oldest optimizer.pt: $how, error $err, $lossy_bytes bytes (lossless $plain_
 [ "$how" = done ] || fail "the oldest optimizer.pt was not re-encoded: $how"
 [ "$lossy_bytes" -lt $((plain_bytes / 2)) ] || fail "excp saved too little: $lossy_bytes vs $plain_bytes"
 [ "$(state "/lossy/$last/optimizer.pt" | cut -d' ' -f1)" = pending ] || fail "the newest was re-encoded"
+for _ in $(seq 50); do [ "$(state /now/optimizer.pt | cut -d' ' -f1)" = done ] && break; sleep 0.2; done
+[ "$(state /now/optimizer.pt | cut -d' ' -f1)" = done ] || fail "excp:newest left the newest exact"
 for f in "$REF/run/$last"/*; do same_file "$MNT/lossy/$last/$(basename "$f")" "$f"; done
 for c in $ckpts; do
     for f in "$REF/run/$c"/*; do same_file "$MNT/plain/$c/$(basename "$f")" "$f"; done
