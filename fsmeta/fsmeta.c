@@ -447,23 +447,26 @@ int fsmeta_create(fsmeta *m, uint64_t parent, const char *name, struct fsm_attr 
 }
 
 /* Add d (+1 or -1) to the references of chunk id. A chunk that dies releases
-** its base; one that comes back to life takes its base again. The chain is
-** at most a few deltas long (the store bounds it), so this recursion is too. */
+** its base; one that comes back to life takes its base again, and so on
+** down the chain: a loop, since re-encoded (lossy) chains are unbounded. */
 int fsm_chunk_ref(fsmeta *m, uint64_t id, int d)
 {
-    sqlite3_stmt *s = stmt(m, S_CHUNKREF);
-    bind_i64(s, 1, (int64_t)id);
-    bind_i64(s, 2, d);
-    bind_i64(s, 3, ck_now_ns());
-    int rc = sqlite3_step(s);
-    int64_t refs = rc == SQLITE_ROW ? sqlite3_column_int64(s, 0) : 0;
-    uint64_t base = rc == SQLITE_ROW ? (uint64_t)sqlite3_column_int64(s, 1) : 0;
-    if (rc == SQLITE_ROW) rc = sqlite3_step(s); /* finish RETURNING */
-    done(s);
-    if (rc != SQLITE_DONE) return rc == SQLITE_ROW ? -EIO : sql_err(m, rc);
-    if (sqlite3_changes(m->db) == 0) return -ENOENT;
-    int died = d < 0 && refs == 0, born = d > 0 && refs == d;
-    if (base && (died || born)) return fsm_chunk_ref(m, base, died ? -1 : 1);
+    while (id) {
+        sqlite3_stmt *s = stmt(m, S_CHUNKREF);
+        bind_i64(s, 1, (int64_t)id);
+        bind_i64(s, 2, d);
+        bind_i64(s, 3, ck_now_ns());
+        int rc = sqlite3_step(s);
+        int64_t refs = rc == SQLITE_ROW ? sqlite3_column_int64(s, 0) : 0;
+        uint64_t base = rc == SQLITE_ROW ? (uint64_t)sqlite3_column_int64(s, 1) : 0;
+        if (rc == SQLITE_ROW) rc = sqlite3_step(s); /* finish RETURNING */
+        done(s);
+        if (rc != SQLITE_DONE) return rc == SQLITE_ROW ? -EIO : sql_err(m, rc);
+        if (sqlite3_changes(m->db) == 0) return -ENOENT;
+        int died = d < 0 && refs == 0, born = d > 0 && refs == d;
+        id = died || born ? base : 0;
+        d = died ? -1 : 1;
+    }
     return 0;
 }
 
