@@ -524,14 +524,7 @@ int fsmeta_lookup(fsmeta *m, uint64_t parent, const char *name, uint64_t *ino)
     sqlite3_stmt *s = stmt(m, S_LOOKUP);
     bind_i64(s, 1, (int64_t)parent);
     bind_name(s, 2, name);
-    int rc = sqlite3_step(s);
-    if (rc == SQLITE_ROW) {
-        *ino = (uint64_t)sqlite3_column_int64(s, 0);
-        rc = 0;
-    } else {
-        rc = rc == SQLITE_DONE ? -ENOENT : sql_err(m, rc);
-    }
-    done(s);
+    int rc = step_id(m, s, ino);
     unlock(m);
     return rc;
 }
@@ -947,10 +940,8 @@ static int current_ver(fsmeta *m, uint64_t ino, uint64_t *ver)
 {
     sqlite3_stmt *s = stmt(m, S_CURVER);
     bind_i64(s, 1, (int64_t)ino);
-    int rc = sqlite3_step(s);
-    *ver = rc == SQLITE_ROW ? (uint64_t)sqlite3_column_int64(s, 0) : 0;
-    done(s);
-    if (rc != SQLITE_ROW && rc != SQLITE_DONE) return sql_err(m, rc);
+    *ver = 0;
+    CK_TRY(step_id(m, s, ver));
     return *ver ? 0 : -ENOENT;
 }
 
@@ -1045,10 +1036,7 @@ int fsmeta_family_latest(fsmeta *m, const char *family, uint64_t not_ino, uint64
     sqlite3_stmt *s = stmt(m, S_FAMILY);
     bind_name(s, 1, family);
     bind_i64(s, 2, (int64_t)not_ino);
-    int rc = sqlite3_step(s);
-    if (rc == SQLITE_ROW) *ino = (uint64_t)sqlite3_column_int64(s, 0);
-    rc = rc == SQLITE_ROW ? 0 : rc == SQLITE_DONE ? -ENOENT : sql_err(m, rc);
-    done(s);
+    int rc = step_id(m, s, ino);
     unlock(m);
     return rc;
 }

@@ -105,6 +105,17 @@ static inline void done(sqlite3_stmt *s)
     sqlite3_clear_bindings(s);
 }
 
+/* Step a bound query for one integer (column 0 of its first row) into *out,
+** then reset it: 0, -ENOENT when there is no row, or an error. */
+static inline int step_id(fsmeta *m, sqlite3_stmt *s, uint64_t *out)
+{
+    int rc = sqlite3_step(s);
+    if (rc == SQLITE_ROW) *out = (uint64_t)sqlite3_column_int64(s, 0);
+    rc = rc == SQLITE_ROW ? 0 : rc == SQLITE_DONE ? -ENOENT : sql_err(m, rc);
+    done(s);
+    return rc;
+}
+
 static inline void read_chunk(sqlite3_stmt *s, int col, struct fsm_chunk *c)
 {
     c->id = (uint64_t)sqlite3_column_int64(s, col);

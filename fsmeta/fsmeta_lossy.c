@@ -30,14 +30,10 @@ const char *const fsm_lossy_sql[S_COUNT] = {
 int fsmeta_recode_next(fsmeta *m, struct fsm_version *v)
 {
     lock(m);
-    sqlite3_stmt *s = stmt(m, S_RCNEXT);
-    int rc = sqlite3_step(s);
-    int64_t id = rc == SQLITE_ROW ? sqlite3_column_int64(s, 0) : 0;
-    done(s);
+    uint64_t id = 0;
+    int rc = step_id(m, stmt(m, S_RCNEXT), &id);
     unlock(m);
-    if (rc == SQLITE_DONE) return -ENOENT;
-    if (rc != SQLITE_ROW) return sql_err(m, rc);
-    return fsmeta_version_get(m, (uint64_t)id, v);
+    return rc < 0 ? rc : fsmeta_version_get(m, id, v);
 }
 
 int fsmeta_recode_prev(fsmeta *m, const struct fsm_version *v, uint64_t *prev)
@@ -47,10 +43,7 @@ int fsmeta_recode_prev(fsmeta *m, const struct fsm_version *v, uint64_t *prev)
     bind_i64(s, 1, (int64_t)v->ino);
     bind_i64(s, 2, (int64_t)v->seq);
     bind_i64(s, 3, (int64_t)v->id);
-    int rc = sqlite3_step(s);
-    *prev = rc == SQLITE_ROW ? (uint64_t)sqlite3_column_int64(s, 0) : 0;
-    rc = rc == SQLITE_ROW ? 0 : rc == SQLITE_DONE ? -ENOENT : sql_err(m, rc);
-    done(s);
+    int rc = step_id(m, s, prev);
     unlock(m);
     return rc;
 }
@@ -61,10 +54,8 @@ static int swap_block(fsmeta *m, uint64_t ver, uint64_t off, struct fsm_chunk *c
     sqlite3_stmt *s = stmt(m, S_RCOLD);
     bind_i64(s, 1, (int64_t)ver);
     bind_i64(s, 2, (int64_t)off);
-    int rc = sqlite3_step(s);
-    uint64_t old = rc == SQLITE_ROW ? (uint64_t)sqlite3_column_int64(s, 0) : 0;
-    done(s);
-    if (rc != SQLITE_ROW) return rc == SQLITE_DONE ? -ENOENT : sql_err(m, rc);
+    uint64_t old = 0;
+    CK_TRY(step_id(m, s, &old));
     if (c->id == 0) CK_TRY(fsm_add_chunk(m, c));
     CK_TRY(fsm_chunk_ref(m, c->id, 1)); /* before the release: they may share a base */
     CK_TRY(fsm_chunk_ref(m, old, -1));
