@@ -5,7 +5,8 @@
 # malformed. Then the checkpoints of a tiny training run are copied under an
 # excp directory and a lossless one: the newest checkpoint must stay
 # byte-exact under excp, older optimizer states must be re-encoded in the
-# background (ckptctl log: done, with an error), store smaller than their
+# background (ckptctl log: done, with an error; exp_avg pruned, the first
+# version's master weights untouched), store smaller than their
 # lossless twins, still load with torch, stay close to the originals, and
 # read back the same after a remount; fsck must find nothing wrong. Under
 # "excp:newest" a lone checkpoint is re-encoded without waiting for a newer.
@@ -76,6 +77,15 @@ for k, s in b["state"].items():
         assert x.shape == y.shape and x.dtype == y.dtype
         worst = max(worst, float((x - y).norm() / y.norm().clamp_min(1e-30)))
 assert worst < 1.0, worst
+# Roles: the largest parameter's exp_avg was pruned (under half its nonzeros
+# left), while the master weights of the first version (no residual base)
+# stay exact.
+k = max(b["state"], key=lambda k: b["state"][k]["exp_avg"].numel())
+zeros = lambda t: float((t == 0).float().mean())
+za, zb = zeros(a["state"][k]["exp_avg"]), zeros(b["state"][k]["exp_avg"])
+assert 1 - za < 0.5 * (1 - zb), f"exp_avg of {k} not pruned: zeros {za:.2f}, originally {zb:.2f}"
+ma, mb = a["fp32_master_weights"], b["fp32_master_weights"]
+assert all(torch.equal(ma[n], mb[n]) for n in mb), "master weights of the first version changed"
 print(f"worst relative error of a moment: {worst:.3f}")
 PY
 }
