@@ -266,6 +266,14 @@ int fsmeta_recode_prev(fsmeta *m, const struct fsm_version *v, uint64_t *prev);
 ** FSM_LOSSY_EXACT. One transaction. */
 int fsmeta_recode_commit(fsmeta *m, uint64_t ver, struct fsm_extent *ext, size_t n,
                          double err);
+/* The live chunks that are deltas against chunk id (*out malloc'd). */
+int fsmeta_chunk_deltas(fsmeta *m, uint64_t id, struct fsm_chunk **out, size_t *n);
+/* Point chunks c[i].id at new records of the same raw bytes (c[i] as
+** store_put_block fills it, id set): each moves its reference from its old
+** base to c[i].base, the depth and chain of the deltas below it follow, and
+** the versions using it have their stored bytes recounted. One
+** transaction. A replaced block that only newer deltas kept alive dies so. */
+int fsmeta_rebase_commit(fsmeta *m, const struct fsm_chunk *c, size_t n);
 
 /* ---- Checks and garbage collection (fsmeta_check.c) ---- */
 

@@ -35,7 +35,8 @@ enum {
     /* fsmeta_check.c: consistency checks and garbage collection */
     S_GCDEL, S_CHUNKMOVE, S_ALLCHUNKS, S_EXTCOUNT, S_SETREFS,
     /* fsmeta_lossy.c: lossy re-encoding */
-    S_RCNEXT, S_RCPREV, S_RCOLD, S_RCEXT, S_RCVER, S_RCINODE,
+    S_RCNEXT, S_RCPREV, S_RCOLD, S_RCEXT, S_RCVER, S_RCINODE, S_RCDEPS, S_RCREBASE,
+    S_RCDESC, S_RCVSTORED, S_RCISTORED,
     S_COUNT
 };
 

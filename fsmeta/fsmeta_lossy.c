@@ -6,7 +6,9 @@
 ** A re-encoded block is a chunk whose base is the block of the previous
 ** version that readers rebuild (itself re-encoded, when that version was),
 ** so it holds a reference on it like any delta. The blocks it replaces lose
-** the version's reference; those still bases of newer deltas stay alive.
+** the version's reference; the newer deltas against them (the next,
+** exact, version's) are then rebased onto the re-encoded blocks, so the
+** exact blocks die instead of staying alive as bases.
 */
 #include "fsmeta_int.h"
 
@@ -25,6 +27,23 @@ const char *const fsm_lossy_sql[S_COUNT] = {
                 "FROM extent e JOIN chunk c ON c.id=e.chunk WHERE e.ver=?1) WHERE id=?1",
     [S_RCINODE] = "UPDATE inode SET stored=(SELECT stored FROM version WHERE id=?1) "
                   "WHERE ver=?1",
+    [S_RCDEPS] = "SELECT id,pack,off,raw_len,stored_len,codec,hash,base,depth,chain "
+                 "FROM chunk WHERE base=?1 AND refs>0",
+    [S_RCREBASE] = "UPDATE chunk SET pack=?2,off=?3,stored_len=?4,codec=?5,base=?6,depth=?7,"
+                   "chain=?8 WHERE id=?1 AND raw_len=?9 AND hash=?10",
+    /* Depth and chain down every delta below chunk ?1 (itself updated). */
+    [S_RCDESC] = "WITH RECURSIVE d(id,depth,chain) AS ("
+                 " SELECT id,depth,chain FROM chunk WHERE id=?1"
+                 " UNION ALL SELECT c.id,d.depth+1,d.chain+c.stored_len"
+                 " FROM chunk c JOIN d ON c.base=d.id) "
+                 "UPDATE chunk SET depth=(SELECT depth FROM d WHERE d.id=chunk.id),"
+                 "chain=(SELECT chain FROM d WHERE d.id=chunk.id) "
+                 "WHERE id IN (SELECT id FROM d WHERE id<>?1)",
+    [S_RCVSTORED] = "UPDATE version SET stored=(SELECT coalesce(sum(c.stored_len),0) "
+                    "FROM extent e JOIN chunk c ON c.id=e.chunk WHERE e.ver=version.id) "
+                    "WHERE id IN (SELECT ver FROM extent WHERE chunk=?1)",
+    [S_RCISTORED] = "UPDATE inode SET stored=(SELECT stored FROM version WHERE id=inode.ver) "
+                    "WHERE ver IN (SELECT ver FROM extent WHERE chunk=?1)",
 };
 
 int fsmeta_recode_next(fsmeta *m, struct fsm_version *v)
@@ -81,5 +100,57 @@ int fsmeta_recode_commit(fsmeta *m, uint64_t ver, struct fsm_extent *ext, size_t
         rc = run(m, s);
     }
     if (rc == 0) rc = run_id(m, S_RCINODE, ver);
+    return fsmeta_end(m, rc);
+}
+
+int fsmeta_chunk_deltas(fsmeta *m, uint64_t id, struct fsm_chunk **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    size_t cap = 0;
+    lock(m);
+    sqlite3_stmt *s = stmt(m, S_RCDEPS);
+    bind_i64(s, 1, (int64_t)id);
+    int rc;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        if ((rc = ck_grow((void **)out, &cap, *n, sizeof **out)) < 0) break;
+        read_chunk(s, 0, &(*out)[(*n)++]);
+    }
+    rc = rc == SQLITE_DONE ? 0 : rc < 0 ? rc : sql_err(m, rc);
+    done(s);
+    unlock(m);
+    if (rc < 0) free(*out), *out = NULL, *n = 0;
+    return rc;
+}
+
+/* Chunk c->id, same raw bytes, now the record and base c names. */
+static int rebase_one(fsmeta *m, const struct fsm_chunk *c)
+{
+    struct fsm_chunk old = {0};
+    sqlite3_stmt *s = stmt(m, S_CHUNKGET);
+    bind_i64(s, 1, (int64_t)c->id);
+    int rc = sqlite3_step(s);
+    if (rc == SQLITE_ROW) read_chunk(s, 0, &old);
+    rc = rc == SQLITE_ROW ? 0 : rc == SQLITE_DONE ? -ENOENT : sql_err(m, rc);
+    done(s);
+    CK_TRY(rc);
+    s = stmt(m, S_RCREBASE);
+    int64_t v[] = {(int64_t)c->id, c->pack, (int64_t)c->off, c->stored_len, c->codec,
+                   (int64_t)c->base, c->depth, (int64_t)c->chain, c->raw_len, (int64_t)c->hash};
+    for (int i = 0; i < 10; i++) bind_i64(s, i + 1, v[i]);
+    CK_TRY(run(m, s));
+    if (sqlite3_changes(m->db) != 1) return -EINVAL; /* not the same bytes */
+    if (c->base) CK_TRY(fsm_chunk_ref(m, c->base, 1));
+    if (old.base) CK_TRY(fsm_chunk_ref(m, old.base, -1));
+    CK_TRY(run_id(m, S_RCDESC, c->id));
+    CK_TRY(run_id(m, S_RCVSTORED, c->id));
+    return run_id(m, S_RCISTORED, c->id);
+}
+
+int fsmeta_rebase_commit(fsmeta *m, const struct fsm_chunk *c, size_t n)
+{
+    CK_TRY(fsmeta_begin(m, 0));
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < n; i++) rc = rebase_one(m, &c[i]);
     return fsmeta_end(m, rc);
 }

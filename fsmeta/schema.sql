@@ -67,6 +67,8 @@ CREATE TABLE IF NOT EXISTS chunk (
     chain       INTEGER NOT NULL DEFAULT 0, -- stored bytes read to rebuild it
     dead        INTEGER NOT NULL DEFAULT 0  -- when refs last fell to 0 (gc's grace)
 );
+-- Finds the deltas against a block a lossy re-encoding replaced.
+CREATE INDEX IF NOT EXISTS chunk_base ON chunk (base) WHERE base<>0;
 
 -- Tensors of each version's content, as the format parser found them: the
 -- next version of the file (or of its family) deltas against the current

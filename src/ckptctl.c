@@ -530,12 +530,13 @@ static int cmd_recode(struct store *st, const struct opts *o)
     struct recode_stats s = {0};
     CK_TRY(recode_pending(st, NULL, NULL, NULL, &s));
     if (o->json)
-        printf("{\"versions\": %llu, \"blocks\": %llu, \"bytes_before\": %llu,"
-               " \"bytes_after\": %llu}\n", U(s.versions), U(s.blocks), U(s.before),
-               U(s.after));
+        printf("{\"versions\": %llu, \"blocks\": %llu, \"rebased\": %llu,"
+               " \"bytes_before\": %llu, \"bytes_after\": %llu}\n", U(s.versions),
+               U(s.blocks), U(s.rebased), U(s.before), U(s.after));
     else
-        printf("recode: %llu versions, %llu blocks re-encoded; %llu -> %llu bytes\n",
-               U(s.versions), U(s.blocks), U(s.before), U(s.after));
+        printf("recode: %llu versions, %llu blocks re-encoded, %llu newer blocks rebased; "
+               "%llu -> %llu bytes\n", U(s.versions), U(s.blocks), U(s.rebased),
+               U(s.before), U(s.after));
     return 0;
 }
 

@@ -14,6 +14,7 @@
 #include "lossy.h"
 #include "policy.h"
 
+#include <assert.h>
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
@@ -38,12 +39,15 @@ struct rc {
     struct policy pol;
     struct fsm_extent *ext, *pext; /* the version's and the previous one's */
     size_t next, npext;
+    const struct fsm_tensor *t;    /* the version's tensors, by offset */
+    size_t nt;
     struct fsm_tensor *pt;         /* the previous version's tensors */
     size_t npt;
     struct fsm_extent *out;        /* replaced blocks */
     size_t nout, cout;
     double sse, ssv;               /* squared error and squared values */
     uint64_t saved;                /* stored bytes the replaced blocks saved */
+    size_t rebased;                /* newer deltas moved onto replaced blocks */
     uint8_t *raw, *base, *recon, *dst, *mask_w, *mask_m;
     size_t cap;
 };
@@ -350,6 +354,52 @@ static int load_prev(struct rc *rc, const struct fsm_version *v)
     return fsmeta_version_extents(rc->st->meta, prev, &rc->pext, &rc->npext);
 }
 
+/* The element width of the tensor holding file offset off (a replaced
+** block's: there is one). */
+static unsigned width_at(const struct rc *rc, uint64_t off)
+{
+    for (size_t i = 0; i < rc->nt; i++)
+        if (off >= rc->t[i].off && off < rc->t[i].off + rc->t[i].len) return rc->t[i].width;
+    assert(0);
+    return 0;
+}
+
+/* The exact blocks a re-encoding replaced are bases of the next version's
+** deltas, which would keep them alive: re-encode each such delta (same
+** bytes, lossless) against the block that replaced its base. Its own
+** transaction: a crash before it leaves only the space unreclaimed. */
+static int rebase_deltas(struct rc *rc)
+{
+    struct fsm_chunk *nc = NULL, *deps = NULL;
+    size_t n = 0, cap = 0, nd = 0;
+    int r = 0;
+    for (size_t i = 0; r == 0 && i < rc->nout; i++) {
+        const struct fsm_extent *old = extent_at(rc->ext, rc->next, rc->out[i].file_off);
+        assert(old && rc->out[i].c.id);
+        free(deps);
+        if ((r = fsmeta_chunk_deltas(rc->st->meta, old->c.id, &deps, &nd)) < 0) break;
+        struct store_hint h = {.width = width_at(rc, old->file_off), .is_float = 1, .has_base = 1,
+                               .base = rc->out[i].c};
+        for (size_t k = 0; r == 0 && k < nd; k++) {
+            if ((r = grow_buffers(rc, deps[k].raw_len)) < 0) break;
+            if ((r = ck_grow((void **)&nc, &cap, n, sizeof *nc)) < 0) break;
+            r = store_read_block(rc->st, &deps[k], 0, deps[k].raw_len, rc->raw);
+            if (r == 0) r = store_put_block(rc->st, rc->raw, deps[k].raw_len, &h, &nc[n]);
+            if (r == 0) nc[n++].id = deps[k].id;
+        }
+    }
+    free(deps);
+    struct fsm_extent *e = calloc(n ? n : 1, sizeof *e);
+    if (r == 0 && !e) r = -ENOMEM;
+    for (size_t i = 0; r == 0 && i < n; i++) e[i].c = nc[i];
+    if (r == 0) r = store_sync_extents(rc->st, e, n);
+    if (r == 0 && n) r = fsmeta_rebase_commit(rc->st->meta, nc, n);
+    if (r == 0) rc->rebased = n;
+    free(e);
+    free(nc);
+    return r;
+}
+
 static void rc_free(struct rc *rc)
 {
     free(rc->ext), free(rc->pext), free(rc->pt), free(rc->out);
@@ -368,6 +418,7 @@ int recode_version(struct store *st, const struct fsm_version *v, struct recode_
         if (r == 0) r = fsmeta_version_extents(st->meta, v->id, &rc.ext, &rc.next);
         if (r == 0) r = load_prev(&rc, v);
         if (r == 0) r = store_space(st, v->stored);
+        rc.t = t, rc.nt = nt;
         if (r == 0) r = recode_all(&rc, t, nt);
     } else if (r < 0) {
         ck_log(CK_LOG_WARN, "version %llu: unknown policy '%s': kept exact",
@@ -377,7 +428,9 @@ int recode_version(struct store *st, const struct fsm_version *v, struct recode_
     if (r == 0) r = store_sync_extents(st, rc.out, rc.nout);
     double err = rc.ssv > 0 ? sqrt(rc.sse / rc.ssv) : 0;
     if (r == 0) r = fsmeta_recode_commit(st->meta, v->id, rc.out, rc.nout, err);
+    if (r == 0) r = rebase_deltas(&rc);
     if (r == 0 && s) {
+        s->rebased += rc.rebased;
         s->versions++;
         s->blocks += rc.nout;
         s->before += v->stored;

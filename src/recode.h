@@ -43,6 +43,7 @@
 struct recode_stats {
     uint64_t versions;      /* versions re-encoded (or found nothing to do) */
     uint64_t blocks;        /* blocks replaced */
+    uint64_t rebased;       /* newer deltas rebased onto replaced blocks */
     uint64_t before, after; /* stored bytes of those versions */
 };
 
