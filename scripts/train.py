@@ -432,6 +432,7 @@ class Trainer:
         if missing or extra:
             raise SystemExit(f"train.py: weights do not match the model: missing {sorted(missing)}, "
                              f"unexpected {sorted(extra)}")
+        differ = 0
         with torch.no_grad():
             for name, m, p in zip(self.names, self.masters, self.params):
                 t = tensors[name]
@@ -442,8 +443,13 @@ class Trainer:
                 if p is not m:
                     p.copy_(m)
                     if masters is not None and not same_bits(p.detach(), t):
-                        raise SystemExit(f"train.py: {name}: bf16(master) in optimizer.pt differs "
-                                         f"from model.safetensors")
+                        if not self.args.resume_inexact:
+                            raise SystemExit(f"train.py: {name}: bf16(master) in optimizer.pt "
+                                             f"differs from model.safetensors")
+                        differ += int((p.detach().float() != t.float()).sum())
+        if differ:
+            log(f"resume-inexact: {differ} of {self.n_params} bf16 weights differ from "
+                f"bf16(master); continuing from the fp32 masters")
 
     def weights(self):
         return {n: p.detach() for n, p in zip(self.names, self.params)}
@@ -596,6 +602,9 @@ def parse_args(argv=None):
                                  "as float.hex()")
     g.add_argument("--resume", action="store_true",
                    help="continue from the newest complete checkpoint-N under --out")
+    g.add_argument("--resume-inexact", action="store_true",
+                   help="with --resume: accept a checkpoint whose model.safetensors is not "
+                        "bf16 of its fp32 masters (a lossy copy); the masters win")
     g.add_argument("--init-from", metavar="DIR",
                    help="start from the weights of checkpoint DIR with a fresh optimizer, "
                         "scheduler and RNG (fine-tuning)")
