@@ -105,7 +105,7 @@ static void classify(const struct fsm_tensor *t, size_t n, struct rtensor *r)
         zip &= storage_key(t[i].name) >= 0;
     }
     if (zip) qsort(r, n, sizeof *r, by_key);
-    size_t npair = 0, nw = 0;
+    size_t npair = 0;
     for (size_t i = 0; i < n; i++) {
         const struct fsm_tensor *a = r[i].t, *b = i + 1 < n ? r[i + 1].t : NULL;
         long k = storage_key(a->name);
@@ -118,26 +118,24 @@ static void classify(const struct fsm_tensor *t, size_t n, struct rtensor *r)
             i++;
         } else if (quantizable(a) && elems(a) > 1) {
             r[i].role = R_WEIGHT;
-            nw++;
         }
     }
     if (!npair) return;
     for (size_t i = 0; i < n; i++)
         if (r[i].role == R_WEIGHT) r[i].role = R_MASTER;
-    if (nw != npair) return;
-    /* Pair the k-th master with the k-th moments when every pair agrees. */
-    size_t w = 0, m = 0;
-    for (size_t k = 0; k < npair; k++, w++, m++) {
-        while (r[w].role != R_MASTER) w++;
-        while (r[m].role != R_M) m++;
-        if (r[w].t->len != r[m].t->len || r[w].t->dtype != r[m].t->dtype) return;
-    }
-    for (w = 0, m = 0; w < n; w++) {
+    /* The k-th master of a length pairs with the k-th moments of that
+    ** length: an optimizer orders its state by parameter group (AdamW:
+    ** matrices, then biases and norms), the masters follow the model. */
+    for (size_t w = 0; w < n; w++) {
         if (r[w].role != R_MASTER) continue;
-        while (r[m].role != R_M) m++;
-        r[w].m = (long)m, r[w].v = r[m].v;
-        r[m].m = (long)w; /* a moment's m names its weight */
-        m++;
+        for (size_t m = 0; m < n; m++) {
+            if (r[m].role != R_M || r[m].m >= 0 || r[m].t->len != r[w].t->len ||
+                r[m].t->dtype != r[w].t->dtype)
+                continue;
+            r[w].m = (long)m, r[w].v = r[m].v;
+            r[m].m = (long)w; /* a moment's m names its weight */
+            break;
+        }
     }
 }
 

@@ -12,10 +12,11 @@
 ** followed by two float tensors of one length is an optimizer's (step,
 ** exp_avg, exp_avg_sq); every other float tensor of two or more elements is
 ** a weight (in an optimizer file: a master weight). Integer tensors,
-** scalars and non-tensor bytes are never touched. When an optimizer file
-** has exactly one weight per moment pair, in order and of the same length,
-** weight k is paired with moments k (parameter order); otherwise nothing is
-** paired and each tensor is judged by its own statistics.
+** scalars and non-tensor bytes are never touched. In an optimizer file the
+** k-th master weight of a given length is paired with the k-th moment pair
+** of that length (an optimizer orders its state by parameter group, the
+** masters follow the model); a tensor left without a partner is judged by
+** its own statistics.
 **
 **   bitsnap  weights of model files stay exact; master weights are stored
 **            as their change since the previous version, cluster-quantized
