@@ -88,6 +88,12 @@ const char *const fsm_core_sql[S_COUNT] = {
     [S_ROLLBACK] = "ROLLBACK",
     [S_SYNC_FULL] = "PRAGMA synchronous=FULL",
     [S_SYNC_NORMAL] = "PRAGMA synchronous=NORMAL",
+    /* Versions with tensors of the other files in ?1's directory, the
+    ** closest in sequence to ?2 first. */
+    [S_SIBS] = "SELECT v.id FROM dentry d JOIN version v ON v.ino=d.ino "
+                 "WHERE d.parent IN (SELECT parent FROM dentry WHERE ino=?1) AND d.ino<>?1 "
+                 "AND v.state=0 AND EXISTS (SELECT 1 FROM tensor t WHERE t.ver=v.id) "
+                 "ORDER BY abs(v.seq-?2) LIMIT ?3",
 };
 
 
@@ -1061,4 +1067,20 @@ int fsmeta_path(fsmeta *m, uint64_t ino, char *buf, size_t cap)
     if (at == cap - 1) buf[--at] = '/';
     memmove(buf, buf + at, cap - at);
     return 0;
+}
+
+int fsmeta_siblings(fsmeta *m, uint64_t ino, uint64_t seq, uint64_t *out, size_t cap, size_t *n)
+{
+    *n = 0;
+    lock(m);
+    sqlite3_stmt *s = stmt(m, S_SIBS);
+    bind_i64(s, 1, (int64_t)ino);
+    bind_i64(s, 2, (int64_t)CK_MIN(seq, (uint64_t)INT64_MAX));
+    bind_i64(s, 3, (int64_t)cap);
+    int rc;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) out[(*n)++] = (uint64_t)sqlite3_column_int64(s, 0);
+    rc = rc == SQLITE_DONE ? 0 : sql_err(m, rc);
+    done(s);
+    unlock(m);
+    return rc;
 }

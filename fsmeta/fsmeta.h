@@ -152,6 +152,10 @@ int fsmeta_keep_current(fsmeta *m, uint64_t ino);
 
 /* One chunk by id (any, garbage included). -ENOENT if there is none. */
 int fsmeta_chunk_get(fsmeta *m, uint64_t id, struct fsm_chunk *c);
+/* Up to cap kept versions with tensors of the other files in ino's
+** directory, those committed nearest to sequence seq first (UINT64_MAX:
+** the latest): where a model file's optimizer file is, and the reverse. */
+int fsmeta_siblings(fsmeta *m, uint64_t ino, uint64_t seq, uint64_t *out, size_t cap, size_t *n);
 
 /* Record the tensors of ino's current version, its family key (NULL: none)
 ** and the lossy policy that applies to it (NULL: lossless; ignored when it
@@ -229,7 +233,7 @@ int fsmeta_version_extents(fsmeta *m, uint64_t ver, struct fsm_extent **out, siz
 int fsmeta_version_prune(fsmeta *m, uint64_t ver);
 /* Raw bytes of ver by codec: raw[CODEC] and delta (tensor blocks stored as
 ** deltas). */
-struct fsm_mix { uint64_t raw[4], delta, blocks; };
+struct fsm_mix { uint64_t raw[5], delta, blocks; }; /* raw bytes by codec id */
 int fsmeta_version_mix(fsmeta *m, uint64_t ver, struct fsm_mix *mix);
 /* A version holding the base of one of ver's delta blocks; 0 if none. */
 int fsmeta_version_base(fsmeta *m, uint64_t ver, uint64_t *base_ver);

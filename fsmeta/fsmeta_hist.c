@@ -170,7 +170,7 @@ int fsmeta_version_mix(fsmeta *m, uint64_t ver, struct fsm_mix *mix)
     while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
         int codec = sqlite3_column_int(s, 0);
         uint64_t bytes = (uint64_t)sqlite3_column_int64(s, 2);
-        if (codec >= 0 && codec < 4) mix->raw[codec] += bytes;
+        if (codec >= 0 && codec < 5) mix->raw[codec] += bytes;
         if (sqlite3_column_int(s, 1)) mix->delta += bytes;
         mix->blocks += (uint64_t)sqlite3_column_int64(s, 3);
     }

@@ -1,5 +1,7 @@
 /*
-** codec.c: raw and zstd block codecs (see codec.h).
+** codec.c: block codecs (see codec.h): raw and zstd here, the tensor and
+** lossy codecs through tcodec.h and lossy.h, and the widening of a bf16
+** base for CODEC_WIDE.
 **
 ** zstd contexts are reused per thread: creating one per block would cost more
 ** than compressing a small block. They are freed when the thread exits.
@@ -10,6 +12,7 @@
 #include "tcodec.h"
 
 #include <pthread.h>
+#include <xxhash.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zstd.h>
@@ -43,17 +46,60 @@ static ZSTD_DCtx *thread_dctx(void)
 
 size_t codec_bound(size_t raw_len)
 {
-    return CK_MAX(ZSTD_compressBound(raw_len), tc_bound(raw_len));
+    return CK_MAX(ZSTD_compressBound(raw_len), tc_bound(raw_len) + 4); /* + CODEC_WIDE's offset */
+}
+
+/* bf16 elements [off, off + n/4) of base[0..base_len) widened to fp32 into
+** out[0..n); -EIO if base does not hold them. */
+static int widen(const uint8_t *base, size_t base_len, uint32_t off, uint8_t *out, size_t n)
+{
+    size_t cnt = n / 4;
+    if (n % 4 || (uint64_t)off + cnt > base_len / 2) return -EIO;
+    for (size_t i = 0; i < cnt; i++) {
+        uint16_t b;
+        memcpy(&b, base + 2 * ((size_t)off + i), 2);
+        uint32_t f = (uint32_t)b << 16;
+        memcpy(out + 4 * i, &f, 4);
+    }
+    return 0;
+}
+
+/* The tensor codec against the narrow base; CODEC_WIDE when the delta won. */
+static int encode_wide(const void *raw, size_t raw_len, uint8_t *dst, size_t cap,
+                       const struct codec_hint *h, uint8_t *wbase, uint8_t *codec,
+                       size_t *stored_len, int *delta)
+{
+    int mode;
+    uint64_t hash = XXH3_64bits(wbase, raw_len);
+    CK_TRY(tc_encode(raw, raw_len, h->width, h->is_float, wbase, hash, NULL, dst + 4, cap - 4,
+                     stored_len, &mode));
+    if (mode == TC_STANDALONE) return 1; /* not worth it: the caller goes on */
+    memcpy(dst, &h->narrow_off, 4);
+    *stored_len += 4;
+    *codec = CODEC_WIDE;
+    *delta = CODEC_BASE_NARROW;
+    return 0;
 }
 
 static int encode_tensor(const void *raw, size_t raw_len, void *dst, size_t cap,
                          const struct codec_hint *h, uint8_t *codec, size_t *stored_len,
                          int *delta)
 {
+    uint8_t *wbase = NULL;
+    if (h->narrow && h->width == 4 && h->is_float && (wbase = malloc(raw_len ? raw_len : 1)) &&
+        widen(h->narrow, h->narrow_len, h->narrow_off, wbase, raw_len) == 0 &&
+        (!h->base || tc_estimate(raw, raw_len, 4, 1, wbase) <
+                         tc_estimate(raw, raw_len, 4, 1, h->base))) {
+        int rc = encode_wide(raw, raw_len, dst, cap, h, wbase, codec, stored_len, delta);
+        free(wbase);
+        if (rc <= 0) return rc;
+        wbase = NULL;
+    }
+    free(wbase);
     int mode;
     CK_TRY(tc_encode(raw, raw_len, h->width, h->is_float, h->base, h->base_hash, NULL,
                      dst, cap, stored_len, &mode));
-    *delta = mode != TC_STANDALONE;
+    *delta = mode != TC_STANDALONE ? CODEC_BASE_SAME : CODEC_BASE_NONE;
     if (*delta || *stored_len < raw_len) {
         *codec = CODEC_TENSOR;
         return 0;
@@ -69,7 +115,7 @@ int codec_encode(const void *raw, size_t raw_len, void *dst, size_t cap, int lev
                  int *delta)
 {
     if (cap < codec_bound(raw_len)) return -EINVAL;
-    *delta = 0;
+    *delta = CODEC_BASE_NONE;
     if (h && h->width) return encode_tensor(raw, raw_len, dst, cap, h, codec, stored_len, delta);
     ZSTD_CCtx *c = thread_cctx();
     if (!c) return -ENOMEM;
@@ -90,12 +136,36 @@ int codec_encode(const void *raw, size_t raw_len, void *dst, size_t cap, int lev
 int codec_needs_base(uint8_t codec, const void *src, size_t stored_len)
 {
     if (codec == CODEC_LOSSY) return lossy_needs_base(src, stored_len);
+    if (codec == CODEC_WIDE) return 1;
     return codec == CODEC_TENSOR && tc_needs_base(src, stored_len);
+}
+
+static int decode_wide(const uint8_t *src, size_t stored_len, void *dst, size_t raw_len,
+                       const uint8_t *base, size_t base_len)
+{
+    uint32_t off;
+    if (stored_len < 4 || !base) return -EIO;
+    memcpy(&off, src, 4);
+    uint8_t *wbase = malloc(raw_len ? raw_len : 1);
+    if (!wbase) return -ENOMEM;
+    int rc = widen(base, base_len, off, wbase, raw_len);
+    if (rc == 0)
+        rc = tc_decode(src + 4, stored_len - 4, wbase, XXH3_64bits(wbase, raw_len), dst, raw_len);
+    free(wbase);
+    return rc;
 }
 
 int codec_decode(uint8_t codec, const void *src, size_t stored_len,
                  void *dst, size_t raw_len, const uint8_t *base, uint64_t base_hash)
 {
+    return codec_decode_based(codec, src, stored_len, dst, raw_len, base, raw_len, base_hash);
+}
+
+int codec_decode_based(uint8_t codec, const void *src, size_t stored_len, void *dst,
+                       size_t raw_len, const uint8_t *base, size_t base_len,
+                       uint64_t base_hash)
+{
+    if (base && base_len != raw_len && codec != CODEC_WIDE) return -EIO;
     switch (codec) {
     case CODEC_RAW:
         if (stored_len != raw_len) return -EIO;
@@ -112,6 +182,8 @@ int codec_decode(uint8_t codec, const void *src, size_t stored_len,
         return tc_decode(src, stored_len, base, base_hash, dst, raw_len);
     case CODEC_LOSSY:
         return lossy_decode(src, stored_len, base, base_hash, dst, raw_len);
+    case CODEC_WIDE:
+        return decode_wide(src, stored_len, dst, raw_len, base, base_len);
     default:
         return -EINVAL;
     }
@@ -124,6 +196,7 @@ const char *codec_name(uint8_t codec)
     case CODEC_ZSTD: return "zstd";
     case CODEC_TENSOR: return "tensor";
     case CODEC_LOSSY: return "lossy";
+    case CODEC_WIDE: return "wide";
     default: return "?";
     }
 }

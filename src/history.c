@@ -384,13 +384,13 @@ int history_codec_mix(fsmeta *m, uint64_t ver, char *buf, size_t cap)
     struct fsm_mix x;
     CK_TRY(fsmeta_version_mix(m, ver, &x));
     /* Delta blocks are tensor-coded: report them apart from standalone ones. */
-    const char *names[] = {"raw", "zstd", "tensor", "tensor-delta", "lossy"};
+    const char *names[] = {"raw", "zstd", "tensor", "tensor-delta", "lossy", "wide"};
     uint64_t bytes[] = {x.raw[0], x.raw[1], x.raw[2] - CK_MIN(x.delta, x.raw[2]), x.delta,
-                        x.raw[3]};
-    uint64_t total = x.raw[0] + x.raw[1] + x.raw[2] + x.raw[3];
+                        x.raw[3], x.raw[4]};
+    uint64_t total = x.raw[0] + x.raw[1] + x.raw[2] + x.raw[3] + x.raw[4];
     size_t len = 0;
     buf[0] = 0;
-    for (int i = 4; i >= 0 && total; i--) {
+    for (int i = 5; i >= 0 && total; i--) {
         if (!bytes[i]) continue;
         int k = snprintf(buf + len, cap - len, "%s%s %.1f%%", len ? " " : "", names[i],
                          100.0 * (double)bytes[i] / (double)total);

@@ -9,6 +9,7 @@
 #include "policy.h"
 #include "common.h"
 #include "cutter.h"
+#include "xbase.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -41,8 +42,8 @@ static void encode_job(void *arg)
     free(j);
 }
 
-static void hint_for(struct store *st, struct node *n, uint64_t off, size_t len,
-                     struct store_hint *h);
+static void hint_for(struct store *st, struct node *n, const uint8_t *raw, uint64_t off,
+                     size_t len, struct store_hint *h);
 
 /* Queue raw (malloc'd, ownership passes) as the block at file offset off,
 ** just cut by the node's cutter if it has one. */
@@ -51,7 +52,7 @@ static int submit_block(struct store *st, struct node *n, uint8_t *raw, size_t l
 {
     struct job *j = malloc(sizeof *j);
     struct store_hint h;
-    hint_for(st, n, off, len, &h);
+    hint_for(st, n, raw, off, len, &h);
     pthread_mutex_lock(&n->cmu);
     if (j && n->npend == n->pend_cap) {
         size_t cap = n->pend_cap ? 2 * n->pend_cap : 64;
@@ -122,6 +123,8 @@ static void drop_stream(struct node *n)
     n->send = 0;
     cutter_free(n->cut);
     n->cut = NULL;
+    xbase_free(n->xb);
+    n->xb = NULL;
 }
 
 /* The tensors of ino's committed content into *t: 1 if there are any. */
@@ -159,9 +162,9 @@ static void find_base(struct store *st, struct node *n)
     cutter_set_base(n->cut, m, t, nt);
 }
 
-/* Describe the block [off, off + len) just cut, for the encoder. */
-static void hint_for(struct store *st, struct node *n, uint64_t off, size_t len,
-                     struct store_hint *h)
+/* Describe the block raw = [off, off + len) just cut, for the encoder. */
+static void hint_for(struct store *st, struct node *n, const uint8_t *raw, uint64_t off,
+                     size_t len, struct store_hint *h)
 {
     memset(h, 0, sizeof *h);
     if (!n->cut) return;
@@ -169,6 +172,13 @@ static void hint_for(struct store *st, struct node *n, uint64_t off, size_t len,
     if (h->width && !cutter_has_base(n->cut)) {
         find_base(st, n);
         cutter_hint(n->cut, off, len, h);
+    }
+    size_t nt;
+    const struct fsm_tensor *t = cutter_tensors(n->cut, &nt);
+    if (h->width == 4 && h->is_float && nt && off >= t[nt - 1].off &&
+        off + len <= t[nt - 1].off + t[nt - 1].len) {
+        if (!n->xb) n->xb = xbase_new();
+        xbase_hint(n->xb, st, n->ino, &t[nt - 1], (off - t[nt - 1].off) / 4, raw, len, h);
     }
 }
 
@@ -360,7 +370,7 @@ static int gather(struct store *st, struct node *n, struct fsm_extent **out, siz
     if (n->mode == NODE_STREAM && n->tail_len && !ck_is_zero(n->tail, n->tail_len)) {
         struct store_hint h;
         v[k].file_off = n->send - n->tail_len;
-        hint_for(st, n, v[k].file_off, n->tail_len, &h);
+        hint_for(st, n, n->tail, v[k].file_off, n->tail_len, &h);
         rc = store_put_block(st, n->tail, n->tail_len, &h, &v[k].c);
         k++;
     }

@@ -3,6 +3,7 @@
 */
 #include "node.h"
 #include "cutter.h"
+#include "xbase.h"
 #include "common.h"
 
 #include <stdlib.h>
@@ -51,6 +52,7 @@ static void node_free(struct node *n)
     extmap_put(n->map);
     free(n->tail);
     cutter_free(n->cut);
+    xbase_free(n->xb);
     free(n->pend);
     pthread_mutex_destroy(&n->mu);
     pthread_mutex_destroy(&n->cmu);

@@ -48,6 +48,7 @@ struct node {
     uint8_t *tail;         /* NODE_STREAM: bytes after the last full block */
     size_t tail_len;
     struct cutter *cut;    /* where blocks end and what they hold (ingest.c) */
+    struct xbase *xb;      /* narrow bases of fp32 master weights (xbase.h) */
 
     pthread_mutex_t cmu;
     pthread_cond_t ccv;

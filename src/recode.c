@@ -31,6 +31,7 @@ struct rtensor {
     const struct fsm_tensor *t;
     int role;
     long m, v; /* a weight's paired moments, a moment's pair: indexes, -1 none */
+    double r;  /* excp's r of a weight paired across files; 0 none */
 };
 
 /* One version being re-encoded. */
@@ -39,7 +40,8 @@ struct rc {
     struct policy pol;
     struct fsm_extent *ext, *pext; /* the version's and the previous one's */
     size_t next, npext;
-    const struct fsm_tensor *t;    /* the version's tensors, by offset */
+    const struct fsm_version *v;   /* the version */
+    const struct fsm_tensor *t;    /* its tensors, by offset */
     size_t nt;
     struct fsm_tensor *pt;         /* the previous version's tensors */
     size_t npt;
@@ -101,7 +103,7 @@ static void classify(const struct fsm_tensor *t, size_t n, struct rtensor *r)
 {
     int zip = n > 0;
     for (size_t i = 0; i < n; i++) {
-        r[i] = (struct rtensor){&t[i], R_KEEP, -1, -1};
+        r[i] = (struct rtensor){&t[i], R_KEEP, -1, -1, 0};
         zip &= storage_key(t[i].name) >= 0;
     }
     if (zip) qsort(r, n, sizeof *r, by_key);
@@ -289,6 +291,12 @@ static int recode_moment_pair(struct rc *rc, const struct fsm_tensor *mt,
     return excp && !done ? 0 : recode_block(rc, vt, ve, &pv, &done);
 }
 
+/* ExCP's r for a weight whose exp_avg_sq has mean mv. */
+static double excp_r(const struct rc *rc, double mv)
+{
+    return mv > 0 ? CK_MIN(2.5, rc->pol.alpha / sqrt(mv)) : 2.5;
+}
+
 /* A weight's blocks, each followed by the same block of its moments (when
 ** paired): under excp the mean of exp_avg_sq sets the weight's r. */
 static int recode_group(struct rc *rc, struct rtensor *r, size_t w)
@@ -305,8 +313,10 @@ static int recode_group(struct rc *rc, struct rtensor *r, size_t w)
         if (excp && ve) {
             CK_TRY(grow_buffers(rc, ve->c.raw_len));
             CK_TRY(store_read_block(rc->st, &ve->c, 0, ve->c.raw_len, rc->raw));
-            double mv = stats_of(rc->raw, NULL, ve->c.raw_len, lossy_dtype(vt->dtype)).mean;
-            p.thr_r = mv > 0 ? CK_MIN(2.5, rc->pol.alpha / sqrt(mv)) : 2.5;
+            p.thr_r = excp_r(rc, stats_of(rc->raw, NULL, ve->c.raw_len,
+                                          lossy_dtype(vt->dtype)).mean);
+        } else if (excp && r[w].r > 0) {
+            p.thr_r = r[w].r;
         }
         CK_TRY(recode_block(rc, t, e, &p, &done));
         if (me && ve) CK_TRY(recode_moment_pair(rc, mt, me, vt, ve, done ? MASK_W : MASK_NONE));
@@ -325,12 +335,77 @@ static int recode_moments(struct rc *rc, struct rtensor *r, size_t mi)
     return 0;
 }
 
+/* The mean of tensor t of a version with extents e[0..ne), block by block. */
+static int tensor_mean(struct rc *rc, const struct fsm_tensor *t, const struct fsm_extent *e,
+                       size_t ne, double *mean)
+{
+    double sum = 0;
+    uint64_t cnt = 0;
+    for (const struct fsm_extent *x = extent_at(e, ne, t->off);
+         x && x < e + ne && x->file_off + x->c.raw_len <= t->off + t->len; x++) {
+        CK_TRY(grow_buffers(rc, x->c.raw_len));
+        CK_TRY(store_read_block(rc->st, &x->c, 0, x->c.raw_len, rc->raw));
+        size_t k = x->c.raw_len / t->width;
+        sum += stats_of(rc->raw, NULL, x->c.raw_len, lossy_dtype(t->dtype)).mean * (double)k;
+        cnt += k;
+    }
+    *mean = cnt ? sum / (double)cnt : 0;
+    return 0;
+}
+
+/* Pair the weights r[0..n) with the moments o[0..no) of another file (its
+** extents e[0..ne)): the k-th weight of a given number of elements with the
+** k-th moment pair of that number. Returns how many were paired. */
+static int pair_with(struct rc *rc, struct rtensor *r, size_t n, struct rtensor *o, size_t no,
+                     const struct fsm_extent *e, size_t ne)
+{
+    int paired = 0;
+    for (size_t w = 0; w < n; w++) {
+        if (r[w].role != R_WEIGHT) continue;
+        for (size_t m = 0; m < no; m++) {
+            if (o[m].role != R_M || elems(o[m].t) != elems(r[w].t)) continue;
+            double mv;
+            CK_TRY(tensor_mean(rc, o[o[m].v].t, e, ne, &mv));
+            r[w].r = excp_r(rc, mv);
+            o[m].role = R_KEEP; /* taken */
+            paired++;
+            break;
+        }
+    }
+    return paired;
+}
+
+/* Under excp, the weights of a model file are paired with the moments of
+** the optimizer file beside it: the first file of its directory, nearest
+** in sequence, whose tensors hold moment pairs. None: each stays unpaired. */
+static int pair_across(struct rc *rc, struct rtensor *r, size_t n)
+{
+    uint64_t sib[8];
+    size_t ns;
+    CK_TRY(fsmeta_siblings(rc->st->meta, rc->v->ino, rc->v->seq, sib, 8, &ns));
+    int rv = 0;
+    for (size_t i = 0; rv == 0 && i < ns; i++) {
+        struct fsm_tensor *t = NULL;
+        struct fsm_extent *e = NULL;
+        struct rtensor *o = NULL;
+        size_t nt = 0, ne = 0;
+        rv = fsmeta_version_tensors(rc->st->meta, sib[i], &t, &nt);
+        if (rv == 0) rv = fsmeta_version_extents(rc->st->meta, sib[i], &e, &ne);
+        if (rv == 0 && !(o = calloc(nt ? nt : 1, sizeof *o))) rv = -ENOMEM;
+        if (rv == 0) classify(t, nt, o), rv = pair_with(rc, r, n, o, nt, e, ne);
+        free(t), free(e), free(o);
+    }
+    return rv < 0 ? rv : 0;
+}
+
 static int recode_all(struct rc *rc, const struct fsm_tensor *t, size_t n)
 {
     struct rtensor *r = calloc(n ? n : 1, sizeof *r);
     if (!r) return -ENOMEM;
     classify(t, n, r);
-    int rc_ = 0;
+    int rc_ = 0, weights = 0;
+    for (size_t i = 0; i < n; i++) weights |= r[i].role == R_WEIGHT;
+    if (weights && rc->pol.kind == POLICY_EXCP) rc_ = pair_across(rc, r, n);
     for (size_t i = 0; rc_ == 0 && i < n; i++) {
         if (r[i].role == R_WEIGHT || r[i].role == R_MASTER)
             rc_ = recode_group(rc, r, i);
@@ -378,11 +453,14 @@ static int rebase_deltas(struct rc *rc)
         if ((r = fsmeta_chunk_deltas(rc->st->meta, old->c.id, &deps, &nd)) < 0) break;
         struct store_hint h = {.width = width_at(rc, old->file_off), .is_float = 1, .has_base = 1,
                                .base = rc->out[i].c};
+        /* fp32 masters coded against this block's bf16 weights: standalone */
+        struct store_hint wide = {.width = 4, .is_float = 1};
         for (size_t k = 0; r == 0 && k < nd; k++) {
             if ((r = grow_buffers(rc, deps[k].raw_len)) < 0) break;
             if ((r = ck_grow((void **)&nc, &cap, n, sizeof *nc)) < 0) break;
             r = store_read_block(rc->st, &deps[k], 0, deps[k].raw_len, rc->raw);
-            if (r == 0) r = store_put_block(rc->st, rc->raw, deps[k].raw_len, &h, &nc[n]);
+            const struct store_hint *hk = deps[k].codec == CODEC_WIDE ? &wide : &h;
+            if (r == 0) r = store_put_block(rc->st, rc->raw, deps[k].raw_len, hk, &nc[n]);
             if (r == 0) nc[n++].id = deps[k].id;
         }
     }
@@ -407,7 +485,7 @@ static void rc_free(struct rc *rc)
 
 int recode_version(struct store *st, const struct fsm_version *v, struct recode_stats *s)
 {
-    struct rc rc = {.st = st};
+    struct rc rc = {.st = st, .v = v};
     struct fsm_tensor *t = NULL;
     size_t nt = 0;
     int r = policy_parse(v->policy, strlen(v->policy), &rc.pol);

@@ -16,7 +16,13 @@
 ** k-th master weight of a given length is paired with the k-th moment pair
 ** of that length (an optimizer orders its state by parameter group, the
 ** masters follow the model); a tensor left without a partner is judged by
-** its own statistics.
+** its own statistics. Under excp the weights of a model file are paired
+** the same way, by element count, with the moments of the optimizer file
+** of the same directory committed nearest in time (whole-tensor mean of v).
+**
+** Once a version's blocks are replaced, the next version's deltas against
+** them are re-encoded losslessly against the new blocks (rebased), so the
+** exact blocks die instead of staying alive as bases.
 **
 **   bitsnap  weights of model files stay exact; master weights are stored
 **            as their change since the previous version, cluster-quantized

@@ -150,11 +150,11 @@ static int whole_block(struct store *st, const struct fsm_chunk *c, uint8_t **ou
 /* The base block to encode against, when the chain bound allows one more
 ** delta; NULL otherwise. An unreadable base only costs the delta (it was
 ** logged). */
-static uint8_t *base_for(struct store *st, const struct store_hint *h, size_t len)
+static uint8_t *base_for(struct store *st, const struct store_hint *h, const struct fsm_chunk *b,
+                         size_t len)
 {
-    const struct fsm_chunk *b = h && h->has_base ? &h->base : NULL;
     uint8_t *buf = NULL;
-    if (b && h->width && b->id && b->raw_len == len && b->depth < STORE_MAX_DEPTH &&
+    if (b && h->width && b->id && b->depth < STORE_MAX_DEPTH &&
         b->chain <= (uint64_t)STORE_MAX_CHAIN_X * len)
         whole_block(st, b, &buf);
     return buf;
@@ -195,15 +195,21 @@ int store_put_block(struct store *st, const void *raw, size_t len,
     uint8_t codec;
     size_t stored;
     int delta;
-    uint8_t *base = base_for(st, h, len);
+    int same = h && h->has_base && h->base.raw_len == len;
+    uint8_t *base = same ? base_for(st, h, &h->base, len) : NULL;
+    uint8_t *narrow = h && h->has_narrow ? base_for(st, h, &h->narrow, len) : NULL;
     struct codec_hint ch = {h ? h->width : 0, h ? h->is_float : 0, base,
-                            base ? h->base.hash : 0};
+                            base ? h->base.hash : 0, narrow,
+                            narrow ? h->narrow.raw_len : 0, h ? h->narrow_off : 0};
     int rc = codec_encode(raw, len, dst, codec_bound(len), st->o.zstd_level,
                           ch.width ? &ch : NULL, &codec, &stored, &delta);
     free(base);
+    free(narrow);
     CK_TRY(rc);
-    return append_block(st, codec, dst, stored, raw, len, delta ? &h->base : NULL,
-                        h && h->width, c);
+    const struct fsm_chunk *b = delta == CODEC_BASE_SAME     ? &h->base
+                                : delta == CODEC_BASE_NARROW ? &h->narrow
+                                                             : NULL;
+    return append_block(st, codec, dst, stored, raw, len, b, h && h->width, c);
 }
 
 int store_put_encoded(struct store *st, uint8_t codec, const void *stored, size_t len,
@@ -227,10 +233,10 @@ static int decode_delta(struct store *st, const struct fsm_chunk *c, const void 
     struct fsm_chunk b;
     int rc = fsmeta_chunk_get(st->meta, c->base, &b);
     if (rc < 0) return rc == -ENOENT ? -EIO : rc; /* a lost base is corruption */
-    if (b.raw_len != c->raw_len) return -EIO;
     uint8_t *base;
     CK_TRY(whole_block(st, &b, &base));
-    rc = codec_decode(c->codec, src, c->stored_len, dst, c->raw_len, base, b.hash);
+    rc = codec_decode_based(c->codec, src, c->stored_len, dst, c->raw_len, base, b.raw_len,
+                            b.hash);
     free(base);
     return rc;
 }

@@ -63,13 +63,17 @@ int store_start(struct store *st);
 ** child inherits SQLite's file descriptors but not its POSIX locks. */
 int store_reopen_meta(struct store *st);
 
-/* What a writer knows of a block: a tensor's element type and the same
-** block of the tensor's previous version (a committed chunk). */
+/* What a writer knows of a block: a tensor's element type, the same block
+** of the tensor's previous version (a committed chunk), and for fp32 master
+** weights the block of bf16 weights they round to (codec.h, CODEC_WIDE). */
 struct store_hint {
     unsigned width;        /* bytes per element; 0: not a tensor */
     int is_float;
     int has_base;          /* base below is set */
     struct fsm_chunk base;
+    int has_narrow;        /* narrow and narrow_off below are set */
+    struct fsm_chunk narrow;
+    uint32_t narrow_off;   /* element of narrow where this block's values start */
 };
 
 /* Chains of deltas are bounded so a read never decodes more than

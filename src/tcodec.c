@@ -508,6 +508,19 @@ int tc_encode(const uint8_t *raw, size_t n, unsigned width, int is_float,
     return 0;
 }
 
+double tc_estimate(const uint8_t *raw, size_t n, unsigned width, int is_float,
+                   const uint8_t *base)
+{
+    static const struct tc_opts defaults = {TC_DELTA_BEST, 0};
+    unsigned w = fit_width(width, n);
+    if (w != width) is_float = 0;
+    uint8_t *s = scratch_get(n + w * SAMPLE_RUN + 16); /* a small block is sampled whole */
+    if (!s) return -1;
+    double st;
+    int st_runs;
+    return choose(raw, base, n, w, is_float, &defaults, s, &st, &st_runs).est;
+}
+
 int tc_needs_base(const uint8_t *src, size_t len)
 {
     return len >= 1 && src[0] != TC_STANDALONE;

@@ -60,6 +60,12 @@ int tc_encode(const uint8_t *raw, size_t n, unsigned width, int is_float,
               const uint8_t *base, uint64_t base_hash, const struct tc_opts *o,
               uint8_t *dst, size_t cap, size_t *out_len, int *mode);
 
+/* The size tc_encode is estimated to reach for raw[0..n) against base (n
+** bytes): the smallest of its candidates, estimated on a sample. For
+** choosing between bases; -1 on no memory. */
+double tc_estimate(const uint8_t *raw, size_t n, unsigned width, int is_float,
+                   const uint8_t *base);
+
 /* Decode src[0..len) into exactly n bytes at dst. base/base_hash as given
 ** to tc_encode, required when tc_needs_base says so. -EIO if malformed. */
 int tc_decode(const uint8_t *src, size_t len, const uint8_t *base, uint64_t base_hash,
