@@ -6,18 +6,29 @@
 ** zstd, a stored form is never larger than the raw one), and the error paths:
 ** corrupted or truncated zstd frames and wrong raw lengths give -EIO without
 ** writing past the destination, an unknown codec id gives -EINVAL, and a
-** destination smaller than codec_bound gives -EINVAL.
+** destination smaller than codec_bound gives -EINVAL. CODEC_WIDE: fp32
+** values coded against the bf16 block they round to, chosen over a worse
+** same-length base, rebuilt exactly (NaN and infinities included), refused
+** against a base that does not hold their elements.
 */
 #include "../src/codec.h"
 #include "unit_util.h"
 
 static int dl; /* codec_encode reports delta use here; plain blocks never are */
 
+#include <math.h>
 #include <zstd.h>
 
 #define MiB (1u << 20)
 
 enum { DATA_RANDOM, DATA_ZERO, DATA_REPEAT, DATA_TEXT, DATA_HALF, DATA_KINDS };
+
+/* fp32 bits rounded to bf16, nearest even (NaN and infinities truncated). */
+static uint16_t to_bf16(uint32_t f)
+{
+    if ((f >> 23 & 0xff) == 0xff) return (uint16_t)(f >> 16);
+    return (uint16_t)((f + 0x7fff + (f >> 16 & 1)) >> 16);
+}
 
 static void fill(uint8_t *p, size_t n, int kind, uint64_t seed)
 {
@@ -83,6 +94,59 @@ static void fill_bf16(uint8_t *p, size_t n, uint64_t seed)
 
 /* A hint selects the tensor codec; with a base that differs in a few
 ** elements the block becomes a delta that decodes only against that base. */
+START_TEST(test_wide)
+{
+    const size_t cnt = 65536, n = 4 * cnt, off = 1000; /* bf16 block: 2 * cnt elements */
+    float *raw = ut_xmalloc(n), *prev = ut_xmalloc(n);
+    uint16_t *narrow = ut_xmalloc(4 * cnt);
+    uint8_t *st = ut_xmalloc(codec_bound(n)), *out = ut_xmalloc(n);
+    uint64_t rs = ut_seed(11);
+    for (size_t i = 0; i < 2 * cnt; i++) narrow[i] = to_bf16(0x3c000000u + (uint32_t)i);
+    for (size_t i = 0; i < cnt; i++) {
+        raw[i] = (float)ut_gauss(&rs) * 0.02f;
+        prev[i] = raw[i] + (float)ut_gauss(&rs) * 1e-4f; /* a previous version: all changed */
+    }
+    raw[5] = NAN, raw[6] = INFINITY, raw[7] = -0.0f;
+    for (size_t i = 0; i < cnt; i++) {
+        uint32_t f;
+        memcpy(&f, &raw[i], 4);
+        narrow[off + i] = to_bf16(f);
+    }
+    struct codec_hint h = {4, 1, (uint8_t *)prev, 0x77, (uint8_t *)narrow, 4 * cnt, off};
+    uint8_t codec;
+    size_t stored;
+    ck_assert_int_eq(codec_encode(raw, n, st, codec_bound(n), 1, &h, &codec, &stored, &dl), 0);
+    ck_assert_uint_eq(codec, CODEC_WIDE);
+    ck_assert_int_eq(dl, CODEC_BASE_NARROW);
+    ck_assert_uint_lt(stored, n * 56 / 100); /* the low half and a rounding bit */
+    ck_assert(codec_needs_base(codec, st, stored));
+    ck_assert_str_eq(codec_name(codec), "wide");
+    ck_assert_int_eq(codec_decode_based(codec, st, stored, out, n, (uint8_t *)narrow, 4 * cnt, 0),
+                     0);
+    ck_assert(memcmp(out, raw, n) == 0);
+    /* A base too short to hold the elements, a missing one, another one. */
+    ck_assert_int_eq(codec_decode_based(codec, st, stored, out, n, (uint8_t *)narrow, 2 * cnt, 0),
+                     -EIO);
+    ck_assert_int_eq(codec_decode_based(codec, st, stored, out, n, NULL, 0, 0), -EIO);
+    narrow[off + 3] ^= 1;
+    ck_assert_int_eq(codec_decode_based(codec, st, stored, out, n, (uint8_t *)narrow, 4 * cnt, 0),
+                     -EIO);
+    /* Other codecs keep refusing a base of another length. */
+    ck_assert_int_eq(codec_decode_based(CODEC_TENSOR, st, stored, out, n, (uint8_t *)narrow,
+                                        4 * cnt, 0), -EIO);
+    /* Values that do not round to the narrow base: the same-length base wins. */
+    for (size_t i = 0; i < cnt; i++) narrow[off + i] = (uint16_t)(narrow[off + i] + 0x300);
+    memcpy(prev, raw, n);
+    ((uint32_t *)prev)[9] ^= 1;
+    ck_assert_int_eq(codec_encode(raw, n, st, codec_bound(n), 1, &h, &codec, &stored, &dl), 0);
+    ck_assert_uint_eq(codec, CODEC_TENSOR);
+    ck_assert_int_eq(dl, CODEC_BASE_SAME);
+    ck_assert_int_eq(codec_decode(codec, st, stored, out, n, (uint8_t *)prev, 0x77), 0);
+    ck_assert(memcmp(out, raw, n) == 0);
+    free(raw), free(prev), free(narrow), free(st), free(out);
+}
+END_TEST
+
 START_TEST(test_tensor_hint)
 {
     size_t n = 1 << 16;
@@ -93,7 +157,7 @@ START_TEST(test_tensor_hint)
     for (size_t i = 0; i < n; i += 512) base[i] ^= 1; /* 1 element in 256 differs */
     uint8_t codec;
     size_t stored;
-    struct codec_hint h = {2, 1, NULL, 0};
+    struct codec_hint h = {2, 1, NULL, 0, NULL, 0, 0};
     ck_assert_int_eq(codec_encode(raw, n, st, codec_bound(n), 1, &h, &codec, &stored, &dl), 0);
     ck_assert_uint_eq(codec, CODEC_TENSOR);
     ck_assert_int_eq(dl, 0);
@@ -369,6 +433,9 @@ int main(void)
 {
     ut_root_init("codec");
     Suite *s = suite_create("codec");
+    TCase *tw = tcase_create("wide");
+    tcase_add_test(tw, test_wide);
+    suite_add_tcase(s, tw);
     TCase *tc = tcase_create("codec");
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_roundtrip_sizes);

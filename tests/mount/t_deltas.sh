@@ -7,7 +7,9 @@
 # staged and parsed at close). Every file must read back byte-exact, before
 # and after a remount; ckptctl stats must show blocks stored as deltas, and
 # each later checkpoint's model and optimizer (found through the family of
-# checkpoint-N/ directories) must store in fewer bytes than the first's.
+# checkpoint-N/ directories) must store in fewer bytes than the first's, and
+# the optimizer's fp32 master weights must be coded against the model's bf16
+# weights.
 set -euo pipefail
 # shellcheck source=tests/lib.sh
 . "$TESTLIB"
@@ -74,6 +76,14 @@ for f in model.safetensors optimizer.pt; do
         log "$c/$f: $s bytes stored, first checkpoint $keyframe"
         [ "$s" -lt "$keyframe" ] || fail "$c/$f is no delta: $s >= $keyframe bytes"
     done
+done
+
+# The fp32 master weights in each optimizer.pt are coded against the bf16
+# weights of the model.safetensors beside it (CODEC_WIDE, "wide" in log).
+for c in $ckpts; do
+    mix=$("$CKPTCTL" log "$STORE" "/$c/optimizer.pt" | tail -1)
+    log "$c/optimizer.pt: ${mix##*  }"
+    [[ "$mix" == *" wide "* ]] || fail "$c/optimizer.pt: no block coded against the model's weights"
 done
 
 # A torch.load of the optimizer and the safetensors header parse through the
