@@ -59,6 +59,9 @@ const char *const fsm_core_sql[S_COUNT] = {
     [S_FAMILY] = "SELECT ino FROM inode WHERE family=?1 AND ino<>?2 AND nlink>0 "
                  "AND EXISTS (SELECT 1 FROM tensor t WHERE t.ver=inode.ver) "
                  "ORDER BY mtime DESC LIMIT 1",
+    [S_LAYOUT] = "SELECT i.ino FROM tensor t JOIN inode i ON i.ver=t.ver WHERE t.name=?1 "
+                 "AND t.dtype=?2 AND t.len=?3 AND i.ino<>?4 AND i.nlink>0 "
+                 "ORDER BY i.mtime DESC LIMIT 1",
     [S_SETFAMILY] = "UPDATE inode SET family=?2 WHERE ino=?1",
     [S_VERFAMILY] = "UPDATE version SET family=?2,policy=?3,lossy=?4 WHERE id=?1",
     [S_CURVER] = "SELECT ver FROM inode WHERE ino=?1",
@@ -1042,6 +1045,20 @@ int fsmeta_family_latest(fsmeta *m, const char *family, uint64_t not_ino, uint64
     sqlite3_stmt *s = stmt(m, S_FAMILY);
     bind_name(s, 1, family);
     bind_i64(s, 2, (int64_t)not_ino);
+    int rc = step_id(m, s, ino);
+    unlock(m);
+    return rc;
+}
+
+int fsmeta_layout_latest(fsmeta *m, const struct fsm_tensor *t, uint64_t not_ino,
+                         uint64_t *ino)
+{
+    lock(m);
+    sqlite3_stmt *s = stmt(m, S_LAYOUT);
+    bind_name(s, 1, t->name);
+    bind_i64(s, 2, t->dtype);
+    bind_i64(s, 3, (int64_t)t->len);
+    bind_i64(s, 4, (int64_t)not_ino);
     int rc = step_id(m, s, ino);
     unlock(m);
     return rc;

@@ -82,6 +82,8 @@ CREATE TABLE IF NOT EXISTS tensor (
     name    BLOB NOT NULL,
     PRIMARY KEY (ver, off)
 ) WITHOUT ROWID;
+-- Finds another copy of a model by one of its tensors (fsmeta_layout_latest).
+CREATE INDEX IF NOT EXISTS tensor_name ON tensor (name, len);
 
 -- One row per committed version of a regular file. Each holds one
 -- reference on every chunk of its extents until it is pruned; a pruned row

@@ -141,7 +141,9 @@ static int tensors_of(struct store *st, uint64_t ino, struct fsm_tensor **t, siz
 ** is cut (most files written are no checkpoints and never pay for this):
 ** its own committed content when that has tensors (a file rewritten in
 ** place), else the latest file of its family (the same file in the
-** previous checkpoint-N/ directory). Also records the family. */
+** previous checkpoint-N/ directory), else the latest file holding its first
+** tensor (another copy of the model: the pretrained model a fine-tuning
+** run started from). Also records the family. */
 static void find_base(struct store *st, struct node *n)
 {
     char path[4096];
@@ -149,11 +151,13 @@ static void find_base(struct store *st, struct node *n)
     const char *fam = cutter_family(n->cut);
     struct extmap *m = NULL;
     struct fsm_tensor *t = NULL;
-    size_t nt = 0;
+    size_t nt = 0, ncut;
+    const struct fsm_tensor *first = cutter_tensors(n->cut, &ncut);
     uint64_t b;
     if (n->loaded && n->map->n && tensors_of(st, n->ino, &t, &nt)) {
         extmap_get(m = n->map);
-    } else if (fam && fsmeta_family_latest(st->meta, fam, n->ino, &b) == 0 &&
+    } else if (((fam && fsmeta_family_latest(st->meta, fam, n->ino, &b) == 0) ||
+                (ncut && fsmeta_layout_latest(st->meta, first, n->ino, &b) == 0)) &&
                tensors_of(st, b, &t, &nt) && load_map(st, b, &m) < 0) {
         free(t);
         t = NULL;

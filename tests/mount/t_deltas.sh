@@ -9,7 +9,7 @@
 # each later checkpoint's model and optimizer (found through the family of
 # checkpoint-N/ directories) must store in fewer bytes than the first's, and
 # the optimizer's fp32 master weights must be coded against the model's bf16
-# weights.
+# weights. A copy of a model in another directory deltas against the others.
 set -euo pipefail
 # shellcheck source=tests/lib.sh
 . "$TESTLIB"
@@ -77,6 +77,16 @@ for f in model.safetensors optimizer.pt; do
         [ "$s" -lt "$keyframe" ] || fail "$c/$f is no delta: $s >= $keyframe bytes"
     done
 done
+
+# A copy of a model outside any checkpoint-N/ family (a pretrained model a
+# fine-tuning run starts from) finds a base by its tensors: the latest file
+# holding them, latest/model.safetensors, of the same content.
+mkdir "$MNT/elsewhere"
+cp "$REF/run/$last/model.safetensors" "$MNT/elsewhere/"
+same_file "$MNT/elsewhere/model.safetensors" "$REF/run/$last/model.safetensors"
+keyframe=$(file_stored "/$first/model.safetensors") s=$(file_stored /elsewhere/model.safetensors)
+log "elsewhere/model.safetensors: $s bytes stored, a keyframe $keyframe"
+[ "$s" -lt $((keyframe / 4)) ] || fail "a copy of the model found no base: $s >= $keyframe / 4"
 
 # The fp32 master weights in each optimizer.pt are coded against the bf16
 # weights of the model.safetensors beside it (CODEC_WIDE, "wide" in log).
