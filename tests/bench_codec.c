@@ -150,6 +150,25 @@ static int by_step(const void *a, const void *b)
     return step_of(*(char *const *)a) - step_of(*(char *const *)b);
 }
 
+/* Files of a checkpoint in the order train.py (like HF Trainer) writes
+** them, the model before the optimizer; others after, by name. */
+static int write_rank(const char *name)
+{
+    static const char *const order[] = {"config.json", "model.safetensors",
+                                        "training_args.bin", "optimizer.pt", "scheduler.pt",
+                                        "trainer_state.json", "rng_state.pth"};
+    for (int i = 0; i < 7; i++)
+        if (!strcmp(name, order[i])) return i;
+    return 7;
+}
+
+static int by_write_order(const void *a, const void *b)
+{
+    const char *x = *(char *const *)a, *y = *(char *const *)b;
+    int d = write_rank(x) - write_rank(y);
+    return d ? d : strcmp(x, y);
+}
+
 static size_t list_dir(const char *dir, char ***out, int dirs)
 {
     DIR *d = opendir(dir);
@@ -167,7 +186,7 @@ static size_t list_dir(const char *dir, char ***out, int dirs)
         v[n++] = strdup(e->d_name);
     }
     closedir(d);
-    qsort(v, n, sizeof *v, by_step);
+    qsort(v, n, sizeof *v, dirs ? by_step : by_write_order);
     *out = v;
     return n;
 }
