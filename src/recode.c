@@ -22,6 +22,13 @@
 
 enum role { R_KEEP = 0, R_WEIGHT, R_MASTER, R_M, R_V };
 
+/* Residuals chain each version's weights to the previous version's; a
+** weight block whose previous block is this deep is re-encoded standalone
+** instead (k-means, 8 bits), so rebuilding any version decodes at most
+** RECODE_MAX_DEPTH + 1 blocks of it (and reads stay bounded in time and
+** memory however many versions a run keeps). */
+#define RECODE_MAX_DEPTH 16
+
 /* excp's r for a weight without moments to scale it: ExCP's cap of 2.5
 ** pruned residuals of early pretraining down to a 20-35% weight error, so
 ** unpaired weights (model files) prune only residuals under their median. */
@@ -209,11 +216,13 @@ static int recode_block(struct rc *rc, const struct fsm_tensor *t, const struct 
     CK_TRY(grow_buffers(rc, len));
     const struct fsm_extent *b = NULL;
     if (p->kind == LOSSY_RESIDUAL && !(b = prev_block(rc, t, e))) return 0;
-    CK_TRY(store_read_block(rc->st, &e->c, 0, len, rc->raw));
-    if (b) CK_TRY(store_read_block(rc->st, &b->c, 0, len, rc->base));
     struct lossy_params lp = {.kind = p->kind, .bits = rc->pol.bits,
                               .threshold = (float)p->thr, .mask = mask_buf(rc, p->mask)};
-    if (p->thr_r > 0 || p->thr_m > 0) {
+    if (b && b->c.depth >= RECODE_MAX_DEPTH) /* a keyframe bounds the chain */
+        lp = (struct lossy_params){.kind = LOSSY_KMEANS, .bits = 8}, b = NULL;
+    CK_TRY(store_read_block(rc->st, &e->c, 0, len, rc->raw));
+    if (b) CK_TRY(store_read_block(rc->st, &b->c, 0, len, rc->base));
+    if (lp.kind != LOSSY_KMEANS && (p->thr_r > 0 || p->thr_m > 0)) {
         struct lossy_stats ls = stats_of(rc->raw, b ? rc->base : NULL, len, dt);
         lp.threshold = (float)(p->thr_r > 0 ? p->thr_r * ls.median_abs : p->thr_m * ls.mean_abs);
     }

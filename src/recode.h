@@ -20,6 +20,9 @@
 ** the same way, by element count, with the moments of the optimizer file
 ** of the same directory committed nearest in time (whole-tensor mean of v).
 **
+** Residual chains are bounded: a weight block whose previous block is
+** RECODE_MAX_DEPTH (16) deep is re-encoded standalone, k-means to 8 bits.
+**
 ** Once a version's blocks are replaced, the next version's deltas against
 ** them are re-encoded losslessly against the new blocks (rebased), so the
 ** exact blocks die instead of staying alive as bases.

@@ -9,7 +9,9 @@
 # version's master weights untouched), store smaller than their
 # lossless twins, still load with torch, stay close to the originals, and
 # read back the same after a remount; fsck must find nothing wrong. Under
-# "excp:newest" a lone checkpoint is re-encoded without waiting for a newer.
+# "excp:newest" a lone checkpoint is re-encoded without waiting for a newer,
+# and 24 versions of one file form residual chains no deeper than the
+# keyframes every 16 versions allow.
 set -euo pipefail
 # shellcheck source=tests/lib.sh
 . "$TESTLIB"
@@ -19,9 +21,13 @@ TRAIN=$(cd "$(dirname "$TESTLIB")/.." && pwd)/scripts/train.py
 need_torch
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 
-log "training a tiny model natively"
-"$PY" "$TRAIN" --tiny --out "$REF/run" --steps 40 --save-every 10 --eval-iters 0 \
-    >"$T/train.log" 2>&1 || { cat "$T/train.log"; fail "train.py failed"; }
+# Two runs: identical files would be stored as deltas against each other
+# (a copy finds its base by its tensors), which no lossy form beats.
+log "training a tiny model natively, twice (run: lossless copies, run2: lossy)"
+for r in run:1337 run2:7; do
+    "$PY" "$TRAIN" --tiny --out "$REF/${r%%:*}" --steps 40 --save-every 10 --eval-iters 0 \
+        --seed "${r##*:}" >"$T/train.log" 2>&1 || { cat "$T/train.log"; fail "train.py failed"; }
+done
 
 mount_fs "policy=bitsnap"
 P=user.ckptfs.policy
@@ -40,10 +46,9 @@ mkdir -p "$MNT/lossy/a/b" && touch "$MNT/lossy/a/b/f"
 
 ckpts=$(cd "$REF/run" && ls -d checkpoint-* | sort -t- -k2 -n)
 first=$(echo "$ckpts" | head -1) last=$(echo "$ckpts" | tail -1)
-for c in $ckpts; do
-    cp -r "$REF/run/$c" "$MNT/plain/" && cp -r "$REF/run/$c" "$MNT/lossy/"
-done
 cp "$REF/run/$last/optimizer.pt" "$MNT/now/"
+for c in $ckpts; do cp -r "$REF/run2/$c" "$MNT/lossy/"; done
+for c in $ckpts; do cp -r "$REF/run/$c" "$MNT/plain/"; done
 state() { "$CKPTCTL" log --json "$STORE" "$1" | "$PY" -c \
     'import json,sys; v=json.load(sys.stdin)["versions"][-1]; print(v["lossy"], v["error"], v["stored"])'; }
 for _ in $(seq 150); do
@@ -58,14 +63,14 @@ log "oldest optimizer.pt: $how, error $err, $lossy_bytes bytes (lossless $plain_
 [ "$(state "/lossy/$last/optimizer.pt" | cut -d' ' -f1)" = pending ] || fail "the newest was re-encoded"
 for _ in $(seq 50); do [ "$(state /now/optimizer.pt | cut -d' ' -f1)" = done ] && break; sleep 0.2; done
 [ "$(state /now/optimizer.pt | cut -d' ' -f1)" = done ] || fail "excp:newest left the newest exact"
-for f in "$REF/run/$last"/*; do same_file "$MNT/lossy/$last/$(basename "$f")" "$f"; done
+for f in "$REF/run2/$last"/*; do same_file "$MNT/lossy/$last/$(basename "$f")" "$f"; done
 for c in $ckpts; do
     for f in "$REF/run/$c"/*; do same_file "$MNT/plain/$c/$(basename "$f")" "$f"; done
 done
-cmp -s "$MNT/lossy/$first/optimizer.pt" "$REF/run/$first/optimizer.pt" &&
+cmp -s "$MNT/lossy/$first/optimizer.pt" "$REF/run2/$first/optimizer.pt" &&
     fail "the re-encoded optimizer.pt still reads exact (stale page cache?)"
 
-compare() { "$PY" - "$MNT/lossy/$first/optimizer.pt" "$REF/run/$first/optimizer.pt" <<'PY'
+compare() { "$PY" - "$MNT/lossy/$first/optimizer.pt" "$REF/run2/$first/optimizer.pt" <<'PY'
 import sys, torch
 a, b = torch.load(sys.argv[1]), torch.load(sys.argv[2])
 assert a["param_groups"] == b["param_groups"]
@@ -117,6 +122,55 @@ sha1=$(sha256sum <"$MNT/lossy/$first/optimizer.pt")
 remount_fs
 drop_caches
 [ "$(sha256sum <"$MNT/lossy/$first/optimizer.pt")" = "$sha1" ] || fail "lossy bytes changed over a remount"
+
+# Residual chains are bounded: 24 versions of one model file, each a small
+# step from the last, re-encoded under excp:newest; no block may be deeper
+# than a k-means keyframe every 16 versions allows, and each version must
+# stay close to what was written.
+mkdir "$MNT/chain" && setfattr -n "$P" -v "excp:newest" "$MNT/chain"
+"$PY" - "$MNT/chain/model.safetensors" "$T/chain" <<'PY'
+import json, os, struct, sys, time, torch
+path, keep = sys.argv[1], sys.argv[2]
+os.makedirs(keep, exist_ok=True)
+g = torch.Generator().manual_seed(5)
+w = torch.randn(512, 512, generator=g) * 0.02
+for v in range(24):
+    w = w + torch.randn(512, 512, generator=g) * 2e-4
+    data = w.to(torch.bfloat16).view(torch.int16).numpy().tobytes()
+    hdr = json.dumps({"w": {"dtype": "BF16", "shape": [512, 512], "data_offsets": [0, len(data)]}}).encode()
+    hdr += b" " * (-len(hdr) % 8)
+    blob = struct.pack("<Q", len(hdr)) + hdr + data
+    with open(path, "wb") as f:
+        f.write(blob)
+    open(f"{keep}/v{v}", "wb").write(blob)
+    time.sleep(0.05)
+PY
+for _ in $(seq 150); do
+    [ "$("$CKPTCTL" log "$STORE" /chain/model.safetensors | grep -c pending)" -eq 0 ] && break
+    sleep 0.2
+done
 umount_fs
+chain() { "$PY" - "$STORE/meta.db" <<'PY'
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+q = ("SELECT {} FROM chunk c JOIN extent e ON e.chunk=c.id JOIN version v ON v.id=e.ver "
+     "JOIN dentry d ON d.ino=v.ino WHERE d.parent=(SELECT ino FROM dentry WHERE parent=1 "
+     "AND name=CAST('chain' AS BLOB)) "
+     "AND c.codec=3 {}")
+d = db.execute(q.format("max(c.depth)", "")).fetchone()[0]
+n = db.execute(q.format("count(*)", "AND c.base=0")).fetchone()[0]
+print(f"deepest lossy block of chain/model.safetensors: {d}; lossy keyframes: {n}")
+sys.exit(not (d is not None and d <= 17 and n >= 1))
+PY
+}
+check "lossy chains are bounded" chain
+worst=$("$CKPTCTL" log --json "$STORE" /chain/model.safetensors | "$PY" -c '
+import json, sys
+v = json.load(sys.stdin)["versions"]
+# The first has no previous version to take a residual against: exact.
+assert len(v) == 24 and [x["lossy"] for x in v] == ["exact"] + ["done"] * 23, v
+print(max(x["error"] for x in v))')
+log "worst relative error over the 24 versions: $worst"
+"$PY" -c "import sys; sys.exit(not $worst < 0.05)" || fail "a chained version drifted: error $worst"
 check "fsck after re-encoding" "$CKPTCTL" fsck "$STORE"
 log "ok"
