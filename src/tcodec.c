@@ -450,46 +450,25 @@ static unsigned fit_width(unsigned width, size_t n)
 struct cand {
     int mode, xor;
     double est;
-    int runs; /* a plane has a dominant byte: zstd may beat the estimate */
 };
 
-/* The candidate with the smallest estimate; standalone first (ties keep it).
-** *other gets the best delta of the other transform (ulp or XOR). */
+/* The candidate with the smallest estimate; standalone first (ties keep it). */
 static struct cand choose(const uint8_t *raw, const uint8_t *base, size_t n, unsigned w,
                           int is_float, const struct tc_opts *o, uint8_t *tmp, double *st,
-                          int *st_runs, struct cand *other)
+                          int *st_runs)
 {
     size_t cnt = n / w;
-    struct cand best = {TC_STANDALONE, 0, 0, 0}, bx[2] = {{-1, 0, 0, 0}, {-1, 1, 0, 0}};
+    struct cand best = {TC_STANDALONE, 0, 0};
     struct estimate se = estimate(w, op_of(TC_STANDALONE, is_float, 0), raw, raw, cnt, tmp);
     best.est = *st = se.dense;
     *st_runs = se.runs;
     for (int xor = 0; xor <= 1; xor++) {
         if ((xor && o->delta == TC_DELTA_ULP) || (!xor && o->delta == TC_DELTA_XOR)) continue;
         struct estimate e = estimate(w, op_of(TC_DENSE, is_float, xor), raw, base, cnt, tmp);
-        bx[xor] = (struct cand){TC_DENSE, xor, e.dense, e.runs};
-        if (!o->no_sparse && e.sparse < e.dense)
-            bx[xor] = (struct cand){TC_SPARSE, xor, e.sparse, e.runs};
-        if (bx[xor].est < best.est) best = bx[xor];
+        if (e.dense < best.est) best = (struct cand){TC_DENSE, xor, e.dense};
+        if (!o->no_sparse && e.sparse < best.est) best = (struct cand){TC_SPARSE, xor, e.sparse};
     }
-    *other = best.mode == TC_STANDALONE ? (struct cand){-1, 0, 0, 0} : bx[!best.xor];
     return best;
-}
-
-/* Keep dst's encoding or the one of mode c in alt, whichever is smaller. */
-static int try_other(const uint8_t *raw, size_t n, unsigned w, int is_float, struct cand c,
-                     const uint8_t *base, uint64_t base_hash, uint8_t *s, uint8_t *dst,
-                     uint8_t *alt, size_t alt_cap, size_t *out_len, int *mode)
-{
-    size_t alt_len;
-    CK_TRY(encode_mode(raw, n, w, is_float, c.mode, c.xor, base, base_hash, s, alt, alt_cap,
-                       &alt_len));
-    if (alt_len < *out_len) {
-        memcpy(dst, alt, alt_len);
-        *out_len = alt_len;
-        *mode = c.mode;
-    }
-    return 0;
 }
 
 int tc_encode(const uint8_t *raw, size_t n, unsigned width, int is_float,
@@ -511,22 +490,22 @@ int tc_encode(const uint8_t *raw, size_t n, unsigned width, int is_float,
                            out_len);
     double st;
     int st_runs;
-    struct cand other, c = choose(raw, base, n, w, is_float, o, s, &st, &st_runs, &other);
+    struct cand c = choose(raw, base, n, w, is_float, o, s, &st, &st_runs);
     CK_TRY(encode_mode(raw, n, w, is_float, c.mode, c.xor, base, base_hash, s, dst, cap,
                        out_len));
     *mode = c.mode;
-    /* Runs of one byte let zstd beat the entropy estimates, which can then
-    ** rank ulp and XOR deltas wrongly: settle it with a real encoding. On
-    ** the bench series this happened for a quarter of the bf16 blocks and
-    ** for none of the 4-byte ones, which are not worth the second encoding. */
-    if (w <= 2 && other.mode >= 0 && (c.runs || other.runs))
-        CK_TRY(try_other(raw, n, w, is_float, other, base, base_hash, s, dst, alt, alt_cap,
-                         out_len, mode));
     /* The entropy estimate bounds the standalone size from below unless
     ** runs let zstd beat it; otherwise settle it with a real encoding. */
-    if (*mode == TC_STANDALONE || (!st_runs && (double)*out_len <= st)) return 0;
-    struct cand sc = {TC_STANDALONE, 0, st, st_runs};
-    return try_other(raw, n, w, is_float, sc, NULL, 0, s, dst, alt, alt_cap, out_len, mode);
+    if (c.mode == TC_STANDALONE || (!st_runs && (double)*out_len <= st)) return 0;
+    size_t alt_len;
+    CK_TRY(encode_mode(raw, n, w, is_float, TC_STANDALONE, 0, NULL, 0, s, alt, alt_cap,
+                       &alt_len));
+    if (alt_len < *out_len) {
+        memcpy(dst, alt, alt_len);
+        *out_len = alt_len;
+        *mode = TC_STANDALONE;
+    }
+    return 0;
 }
 
 double tc_estimate(const uint8_t *raw, size_t n, unsigned width, int is_float,
@@ -539,8 +518,7 @@ double tc_estimate(const uint8_t *raw, size_t n, unsigned width, int is_float,
     if (!s) return -1;
     double st;
     int st_runs;
-    struct cand other;
-    return choose(raw, base, n, w, is_float, &defaults, s, &st, &st_runs, &other).est;
+    return choose(raw, base, n, w, is_float, &defaults, s, &st, &st_runs).est;
 }
 
 int tc_needs_base(const uint8_t *src, size_t len)
