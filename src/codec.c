@@ -17,6 +17,8 @@
 #include <string.h>
 #include <zstd.h>
 
+#define WIDE_HDR 12 /* CODEC_WIDE: element offset, hash of the base block */
+
 static pthread_key_t cctx_key, dctx_key;
 static pthread_once_t keys_once = PTHREAD_ONCE_INIT;
 
@@ -46,7 +48,7 @@ static ZSTD_DCtx *thread_dctx(void)
 
 size_t codec_bound(size_t raw_len)
 {
-    return CK_MAX(ZSTD_compressBound(raw_len), tc_bound(raw_len) + 4); /* + CODEC_WIDE's offset */
+    return CK_MAX(ZSTD_compressBound(raw_len), tc_bound(raw_len) + WIDE_HDR);
 }
 
 /* bf16 elements [off, off + n/4) of base[0..base_len) widened to fp32 into
@@ -71,11 +73,12 @@ static int encode_wide(const void *raw, size_t raw_len, uint8_t *dst, size_t cap
 {
     int mode;
     uint64_t hash = XXH3_64bits(wbase, raw_len);
-    CK_TRY(tc_encode(raw, raw_len, h->width, h->is_float, wbase, hash, NULL, dst + 4, cap - 4,
-                     stored_len, &mode));
+    CK_TRY(tc_encode(raw, raw_len, h->width, h->is_float, wbase, hash, NULL, dst + WIDE_HDR,
+                     cap - WIDE_HDR, stored_len, &mode));
     if (mode == TC_STANDALONE) return 1; /* not worth it: the caller goes on */
-    memcpy(dst, &h->narrow_off, 4);
-    *stored_len += 4;
+    ck_put32(dst, h->narrow_off);
+    ck_put64(dst + 4, h->narrow_hash);
+    *stored_len += WIDE_HDR;
     *codec = CODEC_WIDE;
     *delta = CODEC_BASE_NARROW;
     return 0;
@@ -141,16 +144,16 @@ int codec_needs_base(uint8_t codec, const void *src, size_t stored_len)
 }
 
 static int decode_wide(const uint8_t *src, size_t stored_len, void *dst, size_t raw_len,
-                       const uint8_t *base, size_t base_len)
+                       const uint8_t *base, size_t base_len, uint64_t base_hash)
 {
-    uint32_t off;
-    if (stored_len < 4 || !base) return -EIO;
-    memcpy(&off, src, 4);
+    if (stored_len < WIDE_HDR || !base || ck_get64(src + 4) != base_hash) return -EIO;
+    uint32_t off = ck_get32(src);
     uint8_t *wbase = malloc(raw_len ? raw_len : 1);
     if (!wbase) return -ENOMEM;
     int rc = widen(base, base_len, off, wbase, raw_len);
     if (rc == 0)
-        rc = tc_decode(src + 4, stored_len - 4, wbase, XXH3_64bits(wbase, raw_len), dst, raw_len);
+        rc = tc_decode(src + WIDE_HDR, stored_len - WIDE_HDR, wbase, XXH3_64bits(wbase, raw_len),
+                       dst, raw_len);
     free(wbase);
     return rc;
 }
@@ -183,7 +186,7 @@ int codec_decode_based(uint8_t codec, const void *src, size_t stored_len, void *
     case CODEC_LOSSY:
         return lossy_decode(src, stored_len, base, base_hash, dst, raw_len);
     case CODEC_WIDE:
-        return decode_wide(src, stored_len, dst, raw_len, base, base_len);
+        return decode_wide(src, stored_len, dst, raw_len, base, base_len, base_hash);
     default:
         return -EINVAL;
     }

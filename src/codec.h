@@ -12,9 +12,10 @@
 **   CODEC_WIDE   (4)  a block of fp32 values coded against the bf16 values
 **                     they round to (fp32 master weights against the bf16
 **                     weights of the model file beside them): u32 element
-**                     offset e into the base block, then a CODEC_TENSOR
-**                     delta whose base is bf16 elements [e, e + n/4) of the
-**                     base block, each widened to fp32 (its bits << 16)
+**                     offset e into the base block, u64 XXH3-64 of the base
+**                     block, then a CODEC_TENSOR delta whose base is bf16
+**                     elements [e, e + n/4) of the base block, each widened
+**                     to fp32 (its bits << 16)
 **
 ** codec_encode never returns a stored form larger than the raw bytes: when
 ** compression does not pay, the block is kept raw. Ids are written into pack
@@ -38,6 +39,7 @@ struct codec_hint {
     const uint8_t *narrow;   /* fp32 blocks: a bf16 block holding, from element
                                 narrow_off, what the values round to; or NULL */
     size_t narrow_len;       /* its bytes */
+    uint64_t narrow_hash;    /* its XXH3-64 */
     uint32_t narrow_off;
 };
 

@@ -112,7 +112,7 @@ START_TEST(test_wide)
         memcpy(&f, &raw[i], 4);
         narrow[off + i] = to_bf16(f);
     }
-    struct codec_hint h = {4, 1, (uint8_t *)prev, 0x77, (uint8_t *)narrow, 4 * cnt, off};
+    struct codec_hint h = {4, 1, (uint8_t *)prev, 0x77, (uint8_t *)narrow, 4 * cnt, 0x99, off};
     uint8_t codec;
     size_t stored;
     ck_assert_int_eq(codec_encode(raw, n, st, codec_bound(n), 1, &h, &codec, &stored, &dl), 0);
@@ -121,16 +121,19 @@ START_TEST(test_wide)
     ck_assert_uint_lt(stored, n * 56 / 100); /* the low half and a rounding bit */
     ck_assert(codec_needs_base(codec, st, stored));
     ck_assert_str_eq(codec_name(codec), "wide");
-    ck_assert_int_eq(codec_decode_based(codec, st, stored, out, n, (uint8_t *)narrow, 4 * cnt, 0),
-                     0);
+    ck_assert_int_eq(
+        codec_decode_based(codec, st, stored, out, n, (uint8_t *)narrow, 4 * cnt, 0x99), 0);
     ck_assert(memcmp(out, raw, n) == 0);
-    /* A base too short to hold the elements, a missing one, another one. */
-    ck_assert_int_eq(codec_decode_based(codec, st, stored, out, n, (uint8_t *)narrow, 2 * cnt, 0),
-                     -EIO);
-    ck_assert_int_eq(codec_decode_based(codec, st, stored, out, n, NULL, 0, 0), -EIO);
+    /* A base of another hash, too short to hold the elements, missing, or
+    ** whose bytes changed. */
+    ck_assert_int_eq(
+        codec_decode_based(codec, st, stored, out, n, (uint8_t *)narrow, 4 * cnt, 0x98), -EIO);
+    ck_assert_int_eq(
+        codec_decode_based(codec, st, stored, out, n, (uint8_t *)narrow, 2 * cnt, 0x99), -EIO);
+    ck_assert_int_eq(codec_decode_based(codec, st, stored, out, n, NULL, 0, 0x99), -EIO);
     narrow[off + 3] ^= 1;
-    ck_assert_int_eq(codec_decode_based(codec, st, stored, out, n, (uint8_t *)narrow, 4 * cnt, 0),
-                     -EIO);
+    ck_assert_int_eq(
+        codec_decode_based(codec, st, stored, out, n, (uint8_t *)narrow, 4 * cnt, 0x99), -EIO);
     /* Other codecs keep refusing a base of another length. */
     ck_assert_int_eq(codec_decode_based(CODEC_TENSOR, st, stored, out, n, (uint8_t *)narrow,
                                         4 * cnt, 0), -EIO);
@@ -157,7 +160,7 @@ START_TEST(test_tensor_hint)
     for (size_t i = 0; i < n; i += 512) base[i] ^= 1; /* 1 element in 256 differs */
     uint8_t codec;
     size_t stored;
-    struct codec_hint h = {2, 1, NULL, 0, NULL, 0, 0};
+    struct codec_hint h = {2, 1, NULL, 0, NULL, 0, 0, 0};
     ck_assert_int_eq(codec_encode(raw, n, st, codec_bound(n), 1, &h, &codec, &stored, &dl), 0);
     ck_assert_uint_eq(codec, CODEC_TENSOR);
     ck_assert_int_eq(dl, 0);

@@ -63,13 +63,13 @@ static void wide_roundtrip(const uint8_t *d, const uint8_t *x, size_t len)
         memcpy(&f, x + 4 * i, 4);
         narrow[off + i] = bf16_of(f);
     }
-    struct codec_hint h = {4, 1, NULL, 0, (const uint8_t *)narrow, nlen, (uint32_t)off};
+    struct codec_hint h = {4, 1, NULL, 0, (const uint8_t *)narrow, nlen, 0x1234, (uint32_t)off};
     uint8_t codec;
     size_t sl;
     int delta;
     REQUIRE(codec_encode(x, len, st, codec_bound(len), 1, &h, &codec, &sl, &delta) == 0);
     const uint8_t *base = delta == CODEC_BASE_NARROW ? (const uint8_t *)narrow : NULL;
-    REQUIRE(codec_decode_based(codec, st, sl, out, len, base, base ? nlen : 0, 0) == 0);
+    REQUIRE(codec_decode_based(codec, st, sl, out, len, base, base ? nlen : 0, 0x1234) == 0);
     REQUIRE(memcmp(out, x, len) == 0);
     free(narrow), free(st), free(out);
 }
