@@ -46,8 +46,13 @@ const char *const fsm_core_sql[S_COUNT] = {
     [S_VEREXT] = "SELECT e.off,c.id,c.pack,c.off,c.raw_len,c.stored_len,c.codec,"
                  "c.hash,c.base,c.depth,c.chain FROM extent e JOIN chunk c ON c.id=e.chunk "
                  "WHERE e.ver=?1 ORDER BY e.off",
+    /* Depth and chain come from the base's row as it is now: the writer's
+    ** copy may predate a rebase of the base (recode.h). */
     [S_CHUNKINS] = "INSERT INTO chunk(pack,off,raw_len,stored_len,codec,hash,refs,"
-                   "base,depth,chain) VALUES(?1,?2,?3,?4,?5,?6,0,?7,?8,?9)",
+                   "base,depth,chain) VALUES(?1,?2,?3,?4,?5,?6,0,?7,"
+                   "coalesce((SELECT depth+1 FROM chunk WHERE id=?7 AND ?7<>0),?8),"
+                   "coalesce((SELECT chain+?4 FROM chunk WHERE id=?7 AND ?7<>0),?9)) "
+                   "RETURNING depth,chain",
     [S_CHUNKREF] = "UPDATE chunk SET refs=refs+?2,dead=CASE WHEN refs+?2=0 THEN ?3 "
                    "ELSE 0 END WHERE id=?1 RETURNING refs,base",
     [S_CHUNKGET] = "SELECT id,pack,off,raw_len,stored_len,codec,hash,base,depth,chain "
@@ -59,7 +64,13 @@ const char *const fsm_core_sql[S_COUNT] = {
     [S_FAMILY] = "SELECT ino FROM inode WHERE family=?1 AND ino<>?2 AND nlink>0 "
                  "AND EXISTS (SELECT 1 FROM tensor t WHERE t.ver=inode.ver) "
                  "ORDER BY mtime DESC LIMIT 1",
-    [S_LAYOUT] = "SELECT i.ino FROM tensor t JOIN inode i ON i.ver=t.ver WHERE t.name=?1 "
+    [S_HEIGHT] = "WITH RECURSIVE d(id,depth) AS (SELECT id,depth FROM chunk WHERE id=?1"
+                 " UNION ALL SELECT c.id,c.depth FROM chunk c JOIN d ON c.base=d.id"
+                 " AND c.base<>0 AND c.refs>0) "
+                 "SELECT max(depth)-(SELECT depth FROM chunk WHERE id=?1) FROM d",
+    /* tensor_name, then primary keys: no scan of inodes. */
+    [S_LAYOUT] = "SELECT i.ino FROM tensor t JOIN version v ON v.id=t.ver "
+                 "JOIN inode i ON i.ino=v.ino AND i.ver=v.id WHERE t.name=?1 "
                  "AND t.dtype=?2 AND t.len=?3 AND i.ino<>?4 AND i.nlink>0 "
                  "ORDER BY i.mtime DESC LIMIT 1",
     [S_SETFAMILY] = "UPDATE inode SET family=?2 WHERE ino=?1",
@@ -741,7 +752,14 @@ int fsm_add_chunk(fsmeta *m, struct fsm_chunk *c)
     bind_i64(s, 7, (int64_t)c->base);
     bind_i64(s, 8, c->depth);
     bind_i64(s, 9, (int64_t)c->chain);
-    CK_TRY(run(m, s));
+    int rc = sqlite3_step(s);
+    if (rc == SQLITE_ROW) {
+        c->depth = (uint32_t)sqlite3_column_int64(s, 0);
+        c->chain = (uint64_t)sqlite3_column_int64(s, 1);
+        rc = sqlite3_step(s); /* finish RETURNING */
+    }
+    done(s);
+    if (rc != SQLITE_DONE) return rc == SQLITE_ROW ? -EIO : sql_err(m, rc);
     c->id = (uint64_t)sqlite3_last_insert_rowid(m->db);
     return 0;
 }
@@ -1084,6 +1102,18 @@ int fsmeta_path(fsmeta *m, uint64_t ino, char *buf, size_t cap)
     if (at == cap - 1) buf[--at] = '/';
     memmove(buf, buf + at, cap - at);
     return 0;
+}
+
+int fsmeta_chunk_height(fsmeta *m, uint64_t id, uint32_t *h)
+{
+    lock(m);
+    uint64_t v = 0;
+    sqlite3_stmt *s = stmt(m, S_HEIGHT);
+    bind_i64(s, 1, (int64_t)id);
+    int rc = step_id(m, s, &v);
+    unlock(m);
+    *h = (uint32_t)v;
+    return rc;
 }
 
 int fsmeta_siblings(fsmeta *m, uint64_t ino, uint64_t seq, uint64_t *out, size_t cap, size_t *n)

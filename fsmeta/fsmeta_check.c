@@ -4,8 +4,10 @@
 **
 ** Reference counts are recomputed from first principles: a chunk's refs are
 ** the extent rows naming it plus the live chunks that are deltas against it.
-** A base is always written before its deltas, so its id is smaller: walking
-** ids downwards settles every delta before its base.
+** Liveness travels down base links: a chunk that some extent names, or that
+** a live delta has as its base, passes one reference to its own base, once.
+** (Ids do not order bases before deltas: a rebased delta may name a newer
+** chunk.)
 */
 #include "fsmeta_int.h"
 
@@ -79,6 +81,7 @@ static void problem(struct report *r, const char *fmt, long long a, long long b,
 
 struct cref {
     int64_t id, base, refs, want;
+    int passed; /* has given its base its reference */
 };
 
 static int by_id(const void *a, const void *b)
@@ -99,7 +102,7 @@ static int load_one(void *ctx, const struct fsm_chunk *c, int64_t refs)
 {
     struct load *l = ctx;
     if ((l->err = ck_grow((void **)&l->v, &l->cap, l->n, sizeof *l->v)) < 0) return 1;
-    l->v[l->n++] = (struct cref){(int64_t)c->id, (int64_t)c->base, refs, 0};
+    l->v[l->n++] = (struct cref){(int64_t)c->id, (int64_t)c->base, refs, 0, 0};
     return 0;
 }
 
@@ -120,13 +123,16 @@ static int check_refs(fsmeta *m, int repair, struct report *r)
     rc = rc == SQLITE_DONE ? 0 : sql_err(m, rc);
     done(s);
     unlock(m);
-    for (size_t i = l.n; rc == 0 && i-- > 0;) {
+    for (size_t i = 0; rc == 0 && i < l.n; i++) {
         struct cref *c = &l.v[i];
-        struct cref *b = c->base ? find(l.v, l.n, c->base) : NULL;
-        if (c->base && !b)
+        if (c->base && !find(l.v, l.n, c->base))
             problem(r, "chunk %lld: its base %lld is missing%.0lld", c->id, c->base, 0);
-        else if (b && c->want > 0)
-            b->want++;
+        /* A live chunk makes its base live, which passes it on in turn. */
+        for (struct cref *d = c; d && d->want > 0 && !d->passed;) {
+            d->passed = 1;
+            d = d->base ? find(l.v, l.n, d->base) : NULL;
+            if (d) d->want++;
+        }
     }
     for (size_t i = 0; rc == 0 && i < l.n; i++) {
         struct cref *c = &l.v[i];

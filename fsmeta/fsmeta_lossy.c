@@ -27,15 +27,18 @@ const char *const fsm_lossy_sql[S_COUNT] = {
                 "FROM extent e JOIN chunk c ON c.id=e.chunk WHERE e.ver=?1) WHERE id=?1",
     [S_RCINODE] = "UPDATE inode SET stored=(SELECT stored FROM version WHERE id=?1) "
                   "WHERE ver=?1",
+    /* (base<>0 lets the partial index chunk_base serve these.) */
     [S_RCDEPS] = "SELECT id,pack,off,raw_len,stored_len,codec,hash,base,depth,chain "
-                 "FROM chunk WHERE base=?1 AND refs>0",
+                 "FROM chunk WHERE base=?1 AND base<>0 AND refs>0",
+    /* Only while it is alive and still a delta against what it was read
+    ** as: it may have died, or been rebased, since. */
     [S_RCREBASE] = "UPDATE chunk SET pack=?2,off=?3,stored_len=?4,codec=?5,base=?6,depth=?7,"
-                   "chain=?8 WHERE id=?1 AND raw_len=?9 AND hash=?10",
+                   "chain=?8 WHERE id=?1 AND raw_len=?9 AND hash=?10 AND refs>0 AND base=?11",
     /* Depth and chain down every delta below chunk ?1 (itself updated). */
     [S_RCDESC] = "WITH RECURSIVE d(id,depth,chain) AS ("
                  " SELECT id,depth,chain FROM chunk WHERE id=?1"
                  " UNION ALL SELECT c.id,d.depth+1,d.chain+c.stored_len"
-                 " FROM chunk c JOIN d ON c.base=d.id) "
+                 " FROM chunk c JOIN d ON c.base=d.id AND c.base<>0) "
                  "UPDATE chunk SET depth=(SELECT depth FROM d WHERE d.id=chunk.id),"
                  "chain=(SELECT chain FROM d WHERE d.id=chunk.id) "
                  "WHERE id IN (SELECT id FROM d WHERE id<>?1)",
@@ -43,7 +46,8 @@ const char *const fsm_lossy_sql[S_COUNT] = {
                     "FROM extent e JOIN chunk c ON c.id=e.chunk WHERE e.ver=version.id) "
                     "WHERE id IN (SELECT ver FROM extent WHERE chunk=?1)",
     [S_RCISTORED] = "UPDATE inode SET stored=(SELECT stored FROM version WHERE id=inode.ver) "
-                    "WHERE ver IN (SELECT ver FROM extent WHERE chunk=?1)",
+                    "WHERE ino IN (SELECT v.ino FROM extent e JOIN version v ON v.id=e.ver "
+                    "WHERE e.chunk=?1) AND ver IN (SELECT ver FROM extent WHERE chunk=?1)",
 };
 
 int fsmeta_recode_next(fsmeta *m, struct fsm_version *v)
@@ -123,34 +127,29 @@ int fsmeta_chunk_deltas(fsmeta *m, uint64_t id, struct fsm_chunk **out, size_t *
     return rc;
 }
 
-/* Chunk c->id, same raw bytes, now the record and base c names. */
-static int rebase_one(fsmeta *m, const struct fsm_chunk *c)
+/* Chunk c->id, same raw bytes, now the record and base c names, unless it
+** died or changed base since old_base was read: then nothing happens. */
+static int rebase_one(fsmeta *m, const struct fsm_chunk *c, uint64_t old_base)
 {
-    struct fsm_chunk old = {0};
-    sqlite3_stmt *s = stmt(m, S_CHUNKGET);
-    bind_i64(s, 1, (int64_t)c->id);
-    int rc = sqlite3_step(s);
-    if (rc == SQLITE_ROW) read_chunk(s, 0, &old);
-    rc = rc == SQLITE_ROW ? 0 : rc == SQLITE_DONE ? -ENOENT : sql_err(m, rc);
-    done(s);
-    CK_TRY(rc);
-    s = stmt(m, S_RCREBASE);
+    sqlite3_stmt *s = stmt(m, S_RCREBASE);
     int64_t v[] = {(int64_t)c->id, c->pack, (int64_t)c->off, c->stored_len, c->codec,
-                   (int64_t)c->base, c->depth, (int64_t)c->chain, c->raw_len, (int64_t)c->hash};
-    for (int i = 0; i < 10; i++) bind_i64(s, i + 1, v[i]);
+                   (int64_t)c->base, c->depth, (int64_t)c->chain, c->raw_len, (int64_t)c->hash,
+                   (int64_t)old_base};
+    for (int i = 0; i < 11; i++) bind_i64(s, i + 1, v[i]);
     CK_TRY(run(m, s));
-    if (sqlite3_changes(m->db) != 1) return -EINVAL; /* not the same bytes */
+    if (sqlite3_changes(m->db) != 1) return 0;
     if (c->base) CK_TRY(fsm_chunk_ref(m, c->base, 1));
-    if (old.base) CK_TRY(fsm_chunk_ref(m, old.base, -1));
+    if (old_base) CK_TRY(fsm_chunk_ref(m, old_base, -1));
     CK_TRY(run_id(m, S_RCDESC, c->id));
     CK_TRY(run_id(m, S_RCVSTORED, c->id));
     return run_id(m, S_RCISTORED, c->id);
 }
 
-int fsmeta_rebase_commit(fsmeta *m, const struct fsm_chunk *c, size_t n)
+int fsmeta_rebase_commit(fsmeta *m, const struct fsm_chunk *c, const uint64_t *old_base,
+                         size_t n)
 {
     CK_TRY(fsmeta_begin(m, 0));
     int rc = 0;
-    for (size_t i = 0; rc == 0 && i < n; i++) rc = rebase_one(m, &c[i]);
+    for (size_t i = 0; rc == 0 && i < n; i++) rc = rebase_one(m, &c[i], old_base[i]);
     return fsmeta_end(m, rc);
 }

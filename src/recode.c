@@ -106,6 +106,14 @@ static int by_key(const void *a, const void *b)
 ** small to be recorded (the step scalars, biases) are simply absent: an
 ** optimizer's moments are keys k+1, k+2 of one length whose key k (the
 ** step) is absent or a scalar. */
+/* How many of r[0..n) have role role and k elements. */
+static size_t count_of(const struct rtensor *r, size_t n, int role, uint64_t k)
+{
+    size_t c = 0;
+    for (size_t i = 0; i < n; i++) c += r[i].role == role && elems(r[i].t) == k;
+    return c;
+}
+
 static void classify(const struct fsm_tensor *t, size_t n, struct rtensor *r)
 {
     int zip = n > 0;
@@ -134,9 +142,12 @@ static void classify(const struct fsm_tensor *t, size_t n, struct rtensor *r)
         if (r[i].role == R_WEIGHT) r[i].role = R_MASTER;
     /* The k-th master of a length pairs with the k-th moments of that
     ** length: an optimizer orders its state by parameter group (AdamW:
-    ** matrices, then biases and norms), the masters follow the model. */
+    ** matrices, then biases and norms), the masters follow the model. A
+    ** length with more of one than of the other pairs nothing. */
     for (size_t w = 0; w < n; w++) {
-        if (r[w].role != R_MASTER) continue;
+        if (r[w].role != R_MASTER ||
+            count_of(r, n, R_MASTER, elems(r[w].t)) != count_of(r, n, R_M, elems(r[w].t)))
+            continue;
         for (size_t m = 0; m < n; m++) {
             if (r[m].role != R_M || r[m].m >= 0 || r[m].t->len != r[w].t->len ||
                 r[m].t->dtype != r[w].t->dtype)
@@ -364,19 +375,22 @@ static int tensor_mean(struct rc *rc, const struct fsm_tensor *t, const struct f
 
 /* Pair the weights r[0..n) with the moments o[0..no) of another file (its
 ** extents e[0..ne)): the k-th weight of a given number of elements with the
-** k-th moment pair of that number. Returns how many were paired. */
+** k-th moment pair of that number, for numbers both files have as many of.
+** Returns how many were paired. */
 static int pair_with(struct rc *rc, struct rtensor *r, size_t n, struct rtensor *o, size_t no,
                      const struct fsm_extent *e, size_t ne)
 {
     int paired = 0;
     for (size_t w = 0; w < n; w++) {
-        if (r[w].role != R_WEIGHT) continue;
+        uint64_t k = elems(r[w].t);
+        if (r[w].role != R_WEIGHT || count_of(r, n, R_WEIGHT, k) != count_of(o, no, R_M, k))
+            continue;
         for (size_t m = 0; m < no; m++) {
-            if (o[m].role != R_M || elems(o[m].t) != elems(r[w].t)) continue;
+            if (o[m].role != R_M || o[m].r < 0 || elems(o[m].t) != k) continue;
             double mv;
             CK_TRY(tensor_mean(rc, o[o[m].v].t, e, ne, &mv));
             r[w].r = excp_r(rc, mv);
-            o[m].role = R_KEEP; /* taken */
+            o[m].r = -1; /* taken */
             paired++;
             break;
         }
@@ -453,24 +467,32 @@ static unsigned width_at(const struct rc *rc, uint64_t off)
 static int rebase_deltas(struct rc *rc)
 {
     struct fsm_chunk *nc = NULL, *deps = NULL;
-    size_t n = 0, cap = 0, nd = 0;
+    uint64_t *ob = NULL;
+    size_t n = 0, cap = 0, ocap = 0, nd = 0;
     int r = 0;
     for (size_t i = 0; r == 0 && i < rc->nout; i++) {
         const struct fsm_extent *old = extent_at(rc->ext, rc->next, rc->out[i].file_off);
         assert(old && rc->out[i].c.id);
         free(deps);
         if ((r = fsmeta_chunk_deltas(rc->st->meta, old->c.id, &deps, &nd)) < 0) break;
-        struct store_hint h = {.width = width_at(rc, old->file_off), .is_float = 1, .has_base = 1,
-                               .base = rc->out[i].c};
-        /* fp32 masters coded against this block's bf16 weights: standalone */
-        struct store_hint wide = {.width = 4, .is_float = 1};
         for (size_t k = 0; r == 0 && k < nd; k++) {
+            /* A delta against the new block, unless its own deltas would
+            ** then pass the depth bound; fp32 masters that were coded
+            ** against this block's bf16 weights (wide): standalone. */
+            uint32_t height = 0;
+            struct store_hint h = {.width = width_at(rc, old->file_off), .is_float = 1,
+                                   .has_base = 1, .base = rc->out[i].c};
+            if ((r = fsmeta_chunk_height(rc->st->meta, deps[k].id, &height)) < 0) break;
+            if (deps[k].codec == CODEC_WIDE)
+                h = (struct store_hint){.width = 4, .is_float = 1};
+            else if (h.base.depth + 1 + height > STORE_MAX_DEPTH)
+                h.has_base = 0;
             if ((r = grow_buffers(rc, deps[k].raw_len)) < 0) break;
             if ((r = ck_grow((void **)&nc, &cap, n, sizeof *nc)) < 0) break;
+            if ((r = ck_grow((void **)&ob, &ocap, n, sizeof *ob)) < 0) break;
             r = store_read_block(rc->st, &deps[k], 0, deps[k].raw_len, rc->raw);
-            const struct store_hint *hk = deps[k].codec == CODEC_WIDE ? &wide : &h;
-            if (r == 0) r = store_put_block(rc->st, rc->raw, deps[k].raw_len, hk, &nc[n]);
-            if (r == 0) nc[n++].id = deps[k].id;
+            if (r == 0) r = store_put_block(rc->st, rc->raw, deps[k].raw_len, &h, &nc[n]);
+            if (r == 0) nc[n].id = deps[k].id, ob[n++] = deps[k].base;
         }
     }
     free(deps);
@@ -478,10 +500,11 @@ static int rebase_deltas(struct rc *rc)
     if (r == 0 && !e) r = -ENOMEM;
     for (size_t i = 0; r == 0 && i < n; i++) e[i].c = nc[i];
     if (r == 0) r = store_sync_extents(rc->st, e, n);
-    if (r == 0 && n) r = fsmeta_rebase_commit(rc->st->meta, nc, n);
+    if (r == 0 && n) r = fsmeta_rebase_commit(rc->st->meta, nc, ob, n);
     if (r == 0) rc->rebased = n;
     free(e);
     free(nc);
+    free(ob);
     return r;
 }
 
@@ -513,7 +536,12 @@ int recode_version(struct store *st, const struct fsm_version *v, struct recode_
     if (r == 0) r = store_sync_extents(st, rc.out, rc.nout);
     double err = rc.ssv > 0 ? sqrt(rc.sse / rc.ssv) : 0;
     if (r == 0) r = fsmeta_recode_commit(st->meta, v->id, rc.out, rc.nout, err);
-    if (r == 0) r = rebase_deltas(&rc);
+    /* The re-encoding stands even if moving the next deltas fails: that
+    ** only leaves the exact blocks alive. */
+    int rr = r == 0 ? rebase_deltas(&rc) : 0;
+    if (rr < 0)
+        ck_log(CK_LOG_WARN, "version %llu: rebasing the next deltas: %s (space not reclaimed)",
+               (unsigned long long)v->id, strerror(-rr));
     if (r == 0 && s) {
         s->rebased += rc.rebased;
         s->versions++;

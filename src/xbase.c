@@ -14,6 +14,8 @@
 struct xcand {
     struct fsm_tensor t; /* a bf16 tensor of a sibling version */
     size_t ver;          /* which of x->ext */
+    int fp_state;        /* 0: fp not read yet; 1: read; -1: unreadable */
+    uint16_t fp[XB_SAMPLE]; /* its first elements: cheap to compare */
 };
 
 struct xbase {
@@ -47,7 +49,7 @@ static int load_one(struct xbase *x, struct store *st, uint64_t ver, size_t i)
     for (size_t k = 0; rc == 0 && k < nt; k++) {
         if (t[k].dtype != FMT_BF16) continue;
         if ((rc = ck_grow((void **)&x->c, &cap, x->nc, sizeof *x->c)) < 0) break;
-        x->c[x->nc++] = (struct xcand){t[k], i};
+        x->c[x->nc++] = (struct xcand){.t = t[k], .ver = i};
     }
     free(t);
     return rc;
@@ -105,6 +107,28 @@ static int window_matches(const struct xbase *x, struct store *st, const struct 
     return 1;
 }
 
+/* Whether the first elements of a tensor's block raw round to candidate
+** c's first elements, read once and kept: the cheap test every candidate
+** of the right size gets before a real one. */
+static int fp_matches(const struct xbase *x, struct store *st, struct xcand *c,
+                      const uint8_t *raw, size_t cnt)
+{
+    size_t k = CK_MIN(cnt, (size_t)XB_SAMPLE);
+    if (c->fp_state == 0) {
+        const struct fsm_extent *e = extent_over(x, c->ver, c->t.off, 2 * k);
+        c->fp_state = e && store_read_block(st, &e->c, c->t.off - e->file_off, 2 * k,
+                                            c->fp) == 0 ? 1 : -1;
+    }
+    if (c->fp_state < 0) return 0;
+    for (size_t i = 0; i < k; i++) {
+        uint32_t f;
+        memcpy(&f, raw + 4 * i, 4);
+        long b = bf16_of(f);
+        if (b >= 0 && b != c->fp[i]) return 0;
+    }
+    return 1;
+}
+
 static int matches(const struct xbase *x, struct store *st, const struct xcand *c, uint64_t e0,
                    const uint8_t *raw, size_t cnt)
 {
@@ -121,8 +145,9 @@ void xbase_hint(struct xbase *x, struct store *st, uint64_t ino, const struct fs
     if (!x->loaded) load(x, st, ino);
     if (!x->memo_set || x->memo_off != t->off) {
         x->memo_set = 1, x->memo_off = t->off, x->memo = -1;
-        for (size_t i = 0; i < x->nc && x->memo < 0; i++)
-            if (x->c[i].t.len / 2 == t->len / 4 && matches(x, st, &x->c[i], e0, raw, cnt))
+        for (size_t i = 0; e0 == 0 && i < x->nc && x->memo < 0; i++)
+            if (x->c[i].t.len / 2 == t->len / 4 && fp_matches(x, st, &x->c[i], raw, cnt) &&
+                matches(x, st, &x->c[i], e0, raw, cnt))
                 x->memo = (long)i;
     }
     if (x->memo < 0) return;

@@ -8,12 +8,14 @@
 ** costs its low half and a rounding bit (codec.h, CODEC_WIDE) instead of a
 ** delta against its previous version.
 **
-** For a block of an fp32 tensor being written, xbase looks in the files
-** beside it (same directory, latest versions first; fsmeta_siblings) for a
-** bf16 tensor of as many elements whose values the block's round to, on a
-** sample of the block. Which tensor matched is remembered for the following
-** blocks of the same tensor and checked again on each block's sample. No
-** match costs nothing but the check: the block keeps its usual bases.
+** For the first block of an fp32 tensor being written, xbase looks in the
+** files beside it (same directory, latest versions first; fsmeta_siblings)
+** for a bf16 tensor of as many elements whose first elements the block's
+** round to (each candidate's are read once per file), then checks two
+** samples of the block. Which tensor matched is remembered for the
+** following blocks of the same tensor and checked again on each block's
+** samples. No match costs nothing but the checks: the block keeps its usual
+** bases. Exp_avg and exp_avg_sq, of the same sizes, fail the cheap check.
 */
 #ifndef CKPT_XBASE_H
 #define CKPT_XBASE_H

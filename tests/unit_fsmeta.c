@@ -544,7 +544,8 @@ static struct fsm_chunk chunk(uint32_t pack, uint64_t off, uint32_t raw, uint32_
                               uint8_t codec, uint64_t hash)
 {
     return (struct fsm_chunk){.id = 0, .pack = pack, .off = off, .raw_len = raw,
-                              .stored_len = stored, .codec = codec, .hash = hash};
+                              .stored_len = stored, .codec = codec, .hash = hash,
+                              .chain = stored}; /* a keyframe reads itself */
 }
 
 static void check_stats(fsmeta *m, uint64_t chunks, uint64_t stored)
@@ -898,6 +899,69 @@ static void count_problem(void *ctx, const char *what)
     (*(int *)ctx)++;
 }
 
+static int collect_version(void *ctx, const struct fsm_version *v)
+{
+    uint64_t *ids = ctx;
+    ids[++ids[0]] = v->id;
+    return 0;
+}
+
+/* A lossy re-encoding replaces a version's block, and the next version's
+** delta is rebased onto the new block, whose id is larger than its own:
+** fsck counts references right (the base of a base stays alive), history
+** pruned and garbage collected keeps every block the current version
+** needs, and a rebase of a chunk that died meanwhile changes nothing. */
+START_TEST(test_rebase_refs)
+{
+    char path[160];
+    fsmeta *m = new_db(path);
+    uint64_t f = mkfile(m);
+    ck_assert_int_eq(fsmeta_link(m, FSMETA_ROOT_INO, "f", f), 0);
+    struct fsm_chunk a = chunk(1, 16, 100, 60, 2, 11), e = chunk(1, 200, 100, 10, 2, 22),
+                     x = chunk(1, 300, 100, 10, 2, 33), l = chunk(1, 400, 100, 5, 3, 44);
+    set_one(m, f, &a);
+    e.base = a.id, e.depth = 1, e.chain = 70;
+    set_one(m, f, &e);
+    x.base = e.id, x.depth = 2, x.chain = 80;
+    set_one(m, f, &x);
+    uint64_t ids[8] = {0};
+    ck_assert_int_eq(fsmeta_versions(m, f, collect_version, ids), 0);
+    ck_assert_uint_eq(ids[0], 3);
+    uint64_t v1 = ids[2]; /* the middle version, holding e */
+    struct fsm_extent le = {.file_off = 0, .c = l};
+    le.c.base = a.id, le.c.depth = 1, le.c.chain = 65;
+    ck_assert_int_eq(fsmeta_recode_commit(m, v1, &le, 1, 0.01), 0);
+    ck_assert_uint_gt(le.c.id, x.id);
+    struct fsm_chunk x2 = chunk(1, 500, 100, 8, 2, 33);
+    x2.id = x.id, x2.base = le.c.id, x2.depth = 2, x2.chain = 73;
+    uint64_t old = e.id;
+    ck_assert_int_eq(fsmeta_rebase_commit(m, &x2, &old, 1), 0);
+    int n = 0;
+    ck_assert_int_eq(fsmeta_check(m, 0, count_problem, &n), 0);
+    ck_assert_int_eq(n, 0);
+    prune_history(m);
+    uint64_t gone;
+    ck_assert_int_eq(fsmeta_gc_chunks(m, INT64_MAX, &gone), 0);
+    ck_assert_uint_eq(gone, 1); /* e, the replaced block */
+    ck_assert_int_eq(fsmeta_check(m, 0, count_problem, &n), 0);
+    struct fsm_chunk got;
+    ck_assert_int_eq(fsmeta_chunk_get(m, a.id, &got), 0);
+    ck_assert_int_eq(fsmeta_chunk_get(m, le.c.id, &got), 0);
+    ck_assert_int_eq(fsmeta_chunk_get(m, x.id, &got), 0);
+    ck_assert_uint_eq(got.base, le.c.id);
+    ck_assert_uint_eq(got.pack, 1);
+    ck_assert_uint_eq(got.off, 500);
+    /* Rebasing again from a base it no longer has: nothing happens. */
+    struct fsm_chunk x3 = x2;
+    x3.off = 600, x3.base = a.id;
+    ck_assert_int_eq(fsmeta_rebase_commit(m, &x3, &old, 1), 0);
+    ck_assert_int_eq(fsmeta_chunk_get(m, x.id, &got), 0);
+    ck_assert_uint_eq(got.off, 500);
+    ck_assert_int_eq(fsmeta_check(m, 0, count_problem, &n), 0);
+    fsmeta_close(m);
+}
+END_TEST
+
 /* fsck finds a wrong reference count and a wrong link count, and repairs both. */
 START_TEST(test_check_repair)
 {
@@ -1092,6 +1156,7 @@ int main(void)
     tcase_add_test(tc, test_readonly);
     tcase_add_test(tc, test_history);
     tcase_add_test(tc, test_check_repair);
+    tcase_add_test(tc, test_rebase_refs);
     suite_add_tcase(s, tc);
     return ut_run(s);
 }

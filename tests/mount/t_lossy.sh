@@ -96,28 +96,6 @@ PY
 }
 check "lossy optimizer.pt loads and is close" compare
 
-# A re-encoded block replaces an exact one that the next version's deltas
-# were taken against; those deltas are rebased, so no block stays alive
-# that no version names: the stored bytes of the blocks in use are at most
-# the sum over every version's stored bytes (no block is shared here).
-for c in $ckpts; do
-    [ "$c" = "$last" ] && continue
-    for _ in $(seq 150); do
-        [ "$(state "/lossy/$c/model.safetensors" | cut -d' ' -f1)" = done ] && break
-        sleep 0.2
-    done
-done
-accounted() { (cd "$MNT" && find . -type f -printf '/%P\n') | "$PY" -c '
-import json, subprocess, sys
-ctl, store = sys.argv[1], sys.argv[2]
-def stored(p):  # files never written (no version) make log fail
-    r = subprocess.run([ctl, "log", "--json", store, p], capture_output=True)
-    return sum(v["stored"] for v in json.loads(r.stdout)["versions"]) if r.returncode == 0 else 0
-total = sum(stored(p) for p in sys.stdin.read().split("\n") if p)
-used = json.loads(subprocess.check_output([ctl, "stats", "--json", store]))["stored_bytes"]
-print(f"blocks in use {used} bytes, versions name {total} bytes")
-sys.exit(used > total)' "$CKPTCTL" "$STORE"; }
-check "no replaced block is kept alive as a base" accounted
 sha1=$(sha256sum <"$MNT/lossy/$first/optimizer.pt")
 remount_fs
 drop_caches
@@ -149,7 +127,24 @@ for _ in $(seq 150); do
     [ "$("$CKPTCTL" log "$STORE" /chain/model.safetensors | grep -c pending)" -eq 0 ] && break
     sleep 0.2
 done
+# A re-encoded block replaces an exact one that the next version's deltas
+# were taken against; those deltas are rebased, so no block stays alive
+# that no version names: the stored bytes of the blocks in use are at most
+# the sum over every version's stored bytes (no block is shared here).
+# Checked on the unmounted store, once every re-encoding has finished.
+accounted() { "$PY" -c '
+import json, subprocess, sys
+ctl, store, files = sys.argv[1], sys.argv[2], sys.argv[3]
+def stored(p):  # files never written (no version) make log fail
+    r = subprocess.run([ctl, "log", "--json", store, p], capture_output=True)
+    return sum(v["stored"] for v in json.loads(r.stdout)["versions"]) if r.returncode == 0 else 0
+total = sum(stored(p) for p in open(files).read().split("\n") if p)
+used = json.loads(subprocess.check_output([ctl, "stats", "--json", store]))["stored_bytes"]
+print(f"blocks in use {used} bytes, versions name {total} bytes")
+sys.exit(used > total)' "$CKPTCTL" "$STORE" "$T/files"; }
+(cd "$MNT" && find . -type f -printf '/%P\n') >"$T/files"
 umount_fs
+check "no replaced block is kept alive as a base" accounted
 chain() { "$PY" - "$STORE/meta.db" <<'PY'
 import sqlite3, sys
 db = sqlite3.connect(sys.argv[1])
