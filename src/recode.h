@@ -15,8 +15,8 @@
 ** scalars and non-tensor bytes are never touched. In an optimizer file the
 ** k-th master weight of a given length is paired with the k-th moment pair
 ** of that length (an optimizer orders its state by parameter group, the
-** masters follow the model); a tensor left without a partner is judged by
-** its own statistics. Under excp the weights of a model file are paired
+** masters follow the model), for lengths with as many of each; a tensor
+** left without a partner is judged by its own statistics. Under excp the weights of a model file are paired
 ** the same way, by element count, with the moments of the optimizer file
 ** of the same directory committed nearest in time (whole-tensor mean of v).
 **
