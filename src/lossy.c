@@ -16,19 +16,15 @@
 */
 #include "lossy.h"
 #include "common.h"
-#include "huf.h"
+#include "bstream.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <zstd.h>
 
 #define KMAX 256
 #define LLOYD_MAX_ITER 32 /* from the split start, 10 come within 2% of 1000 */
 #define STATS_SAMPLE 65536
-#define STREAM_HDR 5
-
-enum { ST_RAW = 0, ST_HUF = 1, ST_ZSTD = 2 };
 
 /* ---- elements ---- */
 
@@ -312,66 +308,6 @@ static unsigned search_index(const struct search *s, float v)
     return i;
 }
 
-/* ---- streams ---- */
-
-/* Store s[0..m) as a stream at dst (room >= STREAM_HDR + m + 8): Huffman or
-** zstd coded when smaller, else raw. Returns its size. Measured on index
-** streams and masks, zstd comes within 1% of Huffman at several times its
-** cost; it is tried only when a dominant byte means runs (a sparse mask),
-** where it goes below Huffman's floor of a bit a byte. */
-static size_t stream_put(const uint8_t *s, size_t m, uint8_t *dst, size_t room)
-{
-    uint8_t *out = dst + STREAM_HDR, codec = ST_RAW;
-    room -= STREAM_HDR;
-    uint32_t hist[256], top = 0;
-    huf_hist(s, m, hist);
-    for (int c = 0; c < 256; c++) top = CK_MAX(top, hist[c]);
-    size_t len = m, hs = huf_size(hist, m);
-    if (top > m / 2 + m / 8) {
-        size_t zs = ZSTD_compress(out, room, s, m, 1);
-        if (!ZSTD_isError(zs) && zs < len) {
-            codec = ST_ZSTD;
-            len = zs;
-        }
-    }
-    /* huf_size bounds the real size from above: zstd's bytes go only if
-    ** Huffman is sure to beat them. */
-    if (hs && hs < len && hs + 8 <= room && (hs = huf_encode(s, m, hist, out, room))) {
-        codec = ST_HUF;
-        len = hs;
-    }
-    if (codec == ST_RAW) memcpy(out, s, m);
-    dst[0] = codec;
-    ck_put32(dst + 1, (uint32_t)len);
-    return STREAM_HDR + len;
-}
-
-/* Read a stream of m bytes from src[0..avail) into s; bytes used or -EIO. */
-static long stream_get(const uint8_t *src, size_t avail, uint8_t *s, size_t m)
-{
-    if (avail < STREAM_HDR) return -EIO;
-    size_t len = ck_get32(src + 1);
-    if (len > avail - STREAM_HDR) return -EIO;
-    const uint8_t *in = src + STREAM_HDR;
-    switch (src[0]) {
-    case ST_RAW:
-        if (len != m) return -EIO;
-        memcpy(s, in, m);
-        break;
-    case ST_HUF:
-        CK_TRY(huf_decode(in, len, s, m));
-        break;
-    case ST_ZSTD: {
-        size_t r = ZSTD_decompress(s, m, in, len);
-        if (ZSTD_isError(r) || r != m) return -EIO;
-        break;
-    }
-    default:
-        return -EIO;
-    }
-    return (long)(STREAM_HDR + len);
-}
-
 /* Index bits per element for k centroids. */
 static unsigned pack_bits(unsigned k) { return k <= 2 ? 1 : k <= 4 ? 2 : k <= 16 ? 4 : 8; }
 
@@ -587,11 +523,11 @@ static size_t put_body(const struct plan *p, const struct work *wk, const uint8_
     size_t off = 0;
     if (p->mask) {
         ck_put32(dst, (uint32_t)kept);
-        off = 4 + stream_put(wk->mask, (cnt + 7) / 8, dst + 4, room - 4);
+        off = 4 + bstream_put(wk->mask, (cnt + 7) / 8, dst + 4, room - 4);
     }
     unsigned pb = pack_bits(p->k);
     pack(wk->idx, kept, pb, wk->packed);
-    off += stream_put(wk->packed, packed_len(kept, pb), dst + off, room - off);
+    off += bstream_put(wk->packed, packed_len(kept, pb), dst + off, room - off);
     return off + put_exceptions(p, wk, raw, cnt, recon, dst + off);
 }
 
@@ -672,14 +608,14 @@ static int get_body(const uint8_t *src, size_t len, struct plan *p, size_t cnt,
     if (p->kind != LOSSY_KMEANS) {
         if (len < 4) return -EIO;
         c = ck_get32(src);
-        long r = stream_get(src + 4, len - 4, mask, (cnt + 7) / 8);
+        long r = bstream_get(src + 4, len - 4, mask, (cnt + 7) / 8);
         if (r < 0) return (int)r;
         if (c > cnt || !mask_ok(mask, cnt, c)) return -EIO;
         off = 4 + (size_t)r;
         p->mask = mask;
     }
     unsigned pb = pack_bits(p->k);
-    long r = stream_get(src + off, len - off, packed, packed_len(c, pb));
+    long r = bstream_get(src + off, len - off, packed, packed_len(c, pb));
     if (r < 0) return (int)r;
     off += (size_t)r;
     CK_TRY(unpack(packed, c, pb, p->k, idx));

@@ -49,8 +49,8 @@
 **   u32 e       the number of exceptions, then e records of: u32 element
 **               index (ascending, of kept elements), the element's raw bytes
 **
-** A stream of m bytes is: u8 codec (0 raw, 1 Huffman (huf.h), 2 zstd), u32
-** stored length, the stored bytes.
+** A stream is a byte stream as bstream.h stores it: u8 codec (0 raw, 1
+** Huffman, 2 zstd, 3 constant), u32 stored length, the stored bytes.
 */
 #ifndef CKPT_LOSSY_H
 #define CKPT_LOSSY_H

@@ -13,19 +13,17 @@
 */
 #include "tcodec.h"
 #include "common.h"
+#include "bstream.h"
 #include "huf.h"
 
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <zstd.h>
 
 #define SAMPLE_RUN 256
 #define SAMPLE_EVERY 2048
-#define PLANE_HDR 5
 
-enum { PL_RAW = 0, PL_HUF = 1, PL_ZSTD = 2, PL_CONST = 3 };
 
 /* Element transforms: which function of (x, base b) goes into the planes. */
 enum { OP_ID, OP_ROT, OP_ULPF, OP_ULPI, OP_XORF, OP_XORI };
@@ -178,113 +176,6 @@ static int op_of(int mode, int is_float, int xor)
     return is_float ? OP_ULPF : OP_ULPI;
 }
 
-/* ---- planes ---- */
-
-/* Bytes an order-0 coder needs for cnt symbols distributed as hist (over tot). */
-static double entropy_bytes(const uint32_t hist[256], size_t tot, size_t cnt)
-{
-    if (tot == 0) return 0;
-    double h = 0;
-    for (int s = 0; s < 256; s++)
-        if (hist[s]) h -= hist[s] * log2((double)hist[s] / (double)tot);
-    return h / 8.0 * ((double)cnt / (double)tot);
-}
-
-static int zstd_plane(const uint8_t *p, size_t cnt, uint8_t *dst, size_t cap, size_t *len)
-{
-    size_t r = ZSTD_compress(dst, cap, p, cnt, 1);
-    if (ZSTD_isError(r)) return -1;
-    *len = r;
-    return 0;
-}
-
-/* Store one plane of cnt bytes at dst; returns bytes used or a negative errno.
-** dst has room for PLANE_HDR + cnt + slack. */
-static long plane_put(const uint8_t *p, size_t cnt, uint8_t *dst, size_t cap)
-{
-    uint8_t codec = PL_RAW;
-    size_t len = cnt;
-    uint8_t *out = dst + PLANE_HDR;
-    uint32_t hist[256];
-    if (cnt >= 4 * SAMPLE_EVERY) {
-        /* Incompressible planes (mantissa bytes) leave after a sample. */
-        uint32_t sh[256] = {0};
-        size_t tot = 0;
-        for (size_t a = 0; a + SAMPLE_RUN <= cnt; a += SAMPLE_EVERY, tot += SAMPLE_RUN)
-            for (size_t i = a; i < a + SAMPLE_RUN; i++) sh[p[i]]++;
-        if (entropy_bytes(sh, tot, cnt) > 0.97 * (double)cnt) goto raw;
-    }
-    huf_hist(p, cnt, hist);
-    uint32_t top = 0;
-    int nsym = 0;
-    for (int s = 0; s < 256; s++) {
-        top = CK_MAX(top, hist[s]);
-        nsym += hist[s] != 0;
-    }
-    if (nsym == 1) {
-        codec = PL_CONST;
-        out[0] = p[0];
-        len = 1;
-        goto done;
-    }
-    size_t hs = huf_size(hist, cnt), zs = 0;
-    size_t room = cap - PLANE_HDR;
-    /* A dominant byte means runs; zstd codes a run in a few bytes. */
-    if (top > cnt / 2 + cnt / 8 && zstd_plane(p, cnt, out, room, &zs) == 0 &&
-        zs < CK_MIN(hs, cnt)) {
-        codec = PL_ZSTD;
-        len = zs;
-        goto done;
-    }
-    if (hs && hs < cnt - cnt / 64) {
-        size_t h = huf_encode(p, cnt, hist, out, room);
-        if (h && h < cnt) {
-            codec = PL_HUF;
-            len = h;
-            goto done;
-        }
-    }
-raw:
-    codec = PL_RAW;
-    len = cnt;
-    memcpy(out, p, cnt);
-done:
-    dst[0] = codec;
-    ck_put32(dst + 1, (uint32_t)len);
-    return (long)(PLANE_HDR + len);
-}
-
-/* Read one plane of cnt bytes from src[0..avail); returns bytes consumed. */
-static long plane_get(const uint8_t *src, size_t avail, uint8_t *p, size_t cnt)
-{
-    if (avail < PLANE_HDR) return -EIO;
-    uint8_t codec = src[0];
-    size_t len = ck_get32(src + 1);
-    if (len > avail - PLANE_HDR) return -EIO;
-    const uint8_t *in = src + PLANE_HDR;
-    switch (codec) {
-    case PL_RAW:
-        if (len != cnt) return -EIO;
-        memcpy(p, in, cnt);
-        break;
-    case PL_CONST:
-        if (len != 1) return -EIO;
-        memset(p, in[0], cnt);
-        break;
-    case PL_HUF:
-        CK_TRY(huf_decode(in, len, p, cnt));
-        break;
-    case PL_ZSTD: {
-        size_t r = ZSTD_decompress(p, cnt, in, len);
-        if (ZSTD_isError(r) || r != cnt) return -EIO;
-        break;
-    }
-    default:
-        return -EIO;
-    }
-    return (long)(PLANE_HDR + len);
-}
-
 /* ---- estimation ---- */
 
 struct estimate {
@@ -320,14 +211,14 @@ static struct estimate estimate(unsigned w, int op, const uint8_t *raw, const ui
         for (int v = 0; v < 256; v++) e.runs |= hist[k][v] > tot / 2 + tot / 8;
     size_t changed = (size_t)((double)(tot - zero) / (double)tot * (double)cnt);
     for (unsigned k = 0; k < w; k++) {
-        e.dense += CK_MIN(entropy_bytes(hist[k], tot, cnt), (double)cnt) + PLANE_HDR;
+        e.dense += CK_MIN(bstream_entropy(hist[k], tot, cnt), (double)cnt) + BSTREAM_HDR;
         hist[k][0] -= (uint32_t)zero;
-        e.sparse += CK_MIN(entropy_bytes(hist[k], tot - zero, changed), (double)changed) +
-                    PLANE_HDR;
+        e.sparse += CK_MIN(bstream_entropy(hist[k], tot - zero, changed), (double)changed) +
+                    BSTREAM_HDR;
     }
     double f = (double)(tot - zero) / (double)tot;
     double h2 = f <= 0 || f >= 1 ? 0 : -(f * log2(f) + (1 - f) * log2(1 - f));
-    e.sparse += (double)cnt * h2 / 8.0 + PLANE_HDR + 4 + HUF_HEADER;
+    e.sparse += (double)cnt * h2 / 8.0 + BSTREAM_HDR + 4 + HUF_HEADER;
     return e;
 }
 
@@ -336,20 +227,15 @@ static struct estimate estimate(unsigned w, int op, const uint8_t *raw, const ui
 size_t tc_bound(size_t n)
 {
     /* header, hash, count, mask plane, 8 planes with headers and slack */
-    return n + n / 8 + 16 + 8 * (PLANE_HDR + 16) + 64;
+    return n + n / 8 + 16 + 8 * (BSTREAM_HDR + 16) + 64;
 }
 
-static int put_planes(const uint8_t *pl, size_t stride, size_t cnt, unsigned w,
-                      uint8_t *dst, size_t cap, size_t *used)
+static size_t put_planes(const uint8_t *pl, size_t stride, size_t cnt, unsigned w,
+                         uint8_t *dst, size_t cap)
 {
     size_t off = 0;
-    for (unsigned k = 0; k < w; k++) {
-        long r = plane_put(pl + k * stride, cnt, dst + off, cap - off);
-        if (r < 0) return (int)r;
-        off += (size_t)r;
-    }
-    *used = off;
-    return 0;
+    for (unsigned k = 0; k < w; k++) off += bstream_put(pl + k * stride, cnt, dst + off, cap - off);
+    return off;
 }
 
 /* Move the values that are not zero to the front of each plane (stride cnt)
@@ -429,13 +315,11 @@ static int encode_mode(const uint8_t *raw, size_t n, unsigned w, int is_float, i
         size_t c = compact(s, cnt, w, mask);
         ck_put32(dst + off, (uint32_t)c);
         off += 4;
-        long r = plane_put(mask, (cnt + 7) / 8, dst + off, cap - off);
-        if (r < 0) return (int)r;
-        off += (size_t)r;
+        off += bstream_put(mask, (cnt + 7) / 8, dst + off, cap - off);
         /* Compacted values now sit at the front of each plane (stride cnt). */
-        CK_TRY(put_planes(s, cnt, c, w, dst + off, cap - off, &used));
+        used = put_planes(s, cnt, c, w, dst + off, cap - off);
     } else {
-        CK_TRY(put_planes(s, cnt, cnt, w, dst + off, cap - off, &used));
+        used = put_planes(s, cnt, cnt, w, dst + off, cap - off);
     }
     *out_len = off + used;
     return 0;
@@ -532,7 +416,7 @@ static long get_planes(const uint8_t *src, size_t avail, uint8_t *s, size_t stri
 {
     size_t off = 0;
     for (unsigned k = 0; k < w; k++) {
-        long r = plane_get(src + off, avail - off, s + k * stride, cnt);
+        long r = bstream_get(src + off, avail - off, s + k * stride, cnt);
         if (r < 0) return r;
         off += (size_t)r;
     }
@@ -559,7 +443,7 @@ int tc_decode(const uint8_t *src, size_t len, const uint8_t *base, uint64_t base
         if (len - off < 4) return -EIO;
         c = ck_get32(src + off);
         off += 4;
-        long r = plane_get(src + off, len - off, mask, (cnt + 7) / 8);
+        long r = bstream_get(src + off, len - off, mask, (cnt + 7) / 8);
         if (r < 0) return (int)r;
         off += (size_t)r;
         size_t pop = 0;

@@ -13,10 +13,10 @@
 **   sparse delta a bitmask of the elements that changed, then the deltas of
 **                only those elements
 **
-** Each byte plane is then stored raw, Huffman coded (huf.h), zstd coded (for
-** planes that are mostly one byte, which zstd's runs beat), or as a constant.
-** Planes that look incompressible on a sample are stored raw without further
-** work, which is what keeps mantissa bytes cheap.
+** Each byte plane is then a byte stream (bstream.h): stored raw, Huffman
+** coded, zstd coded (for planes that are mostly one byte, which zstd's runs
+** beat), or as a constant. Planes that look incompressible on a sample are
+** stored raw without further work, which is what keeps mantissa bytes cheap.
 **
 ** Stored form (all integers little-endian):
 **
@@ -31,7 +31,7 @@
 **   w planes    plane k holds byte k of every value (c values when sparse,
 **               n/w otherwise); each plane is:
 **                 u8 codec (0 raw, 1 huffman, 2 zstd, 3 constant),
-**                 u32 stored length, then the stored bytes
+**                 u32 stored length, then the stored bytes (bstream.h)
 **
 ** Blocks whose length is not a multiple of w are coded with w = 1.
 */

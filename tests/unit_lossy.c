@@ -130,6 +130,7 @@ static long ref_stream(const uint8_t *s, size_t avail, uint8_t *out, size_t m, i
     case 0: ck_assert_uint_eq(len, m); memcpy(out, s + 5, m); break;
     case 1: ck_assert_int_eq(huf_decode(s + 5, len, out, m), 0); break;
     case 2: ck_assert_uint_eq(ZSTD_decompress(out, m, s + 5, len), m); break;
+    case 3: ck_assert_uint_eq(len, 1); memset(out, s[5], m); break;
     default: ck_abort_msg("stream codec %u", s[0]);
     }
     return (long)(5 + len);

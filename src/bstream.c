@@ -1,0 +1,117 @@
+/*
+** bstream.c: byte streams stored raw, constant, Huffman or zstd (see
+** bstream.h).
+*/
+#include "bstream.h"
+#include "common.h"
+#include "huf.h"
+
+#include <math.h>
+#include <string.h>
+#include <zstd.h>
+
+#define SAMPLE_RUN 256
+#define SAMPLE_EVERY 2048
+
+enum { PL_RAW = 0, PL_HUF = 1, PL_ZSTD = 2, PL_CONST = 3 };
+
+double bstream_entropy(const uint32_t hist[256], size_t tot, size_t cnt)
+{
+    if (tot == 0) return 0;
+    double h = 0;
+    for (int s = 0; s < 256; s++)
+        if (hist[s]) h -= hist[s] * log2((double)hist[s] / (double)tot);
+    return h / 8.0 * ((double)cnt / (double)tot);
+}
+
+static int zstd_stream(const uint8_t *p, size_t cnt, uint8_t *dst, size_t cap, size_t *len)
+{
+    size_t r = ZSTD_compress(dst, cap, p, cnt, 1);
+    if (ZSTD_isError(r)) return -1;
+    *len = r;
+    return 0;
+}
+
+size_t bstream_put(const uint8_t *p, size_t cnt, uint8_t *dst, size_t cap)
+{
+    uint8_t codec = PL_RAW;
+    size_t len = cnt;
+    uint8_t *out = dst + BSTREAM_HDR;
+    uint32_t hist[256];
+    if (cnt >= 4 * SAMPLE_EVERY) {
+        /* Incompressible streams (mantissa bytes) leave after a sample. */
+        uint32_t sh[256] = {0};
+        size_t tot = 0;
+        for (size_t a = 0; a + SAMPLE_RUN <= cnt; a += SAMPLE_EVERY, tot += SAMPLE_RUN)
+            for (size_t i = a; i < a + SAMPLE_RUN; i++) sh[p[i]]++;
+        if (bstream_entropy(sh, tot, cnt) > 0.97 * (double)cnt) goto raw;
+    }
+    huf_hist(p, cnt, hist);
+    uint32_t top = 0;
+    int nsym = 0;
+    for (int s = 0; s < 256; s++) {
+        top = CK_MAX(top, hist[s]);
+        nsym += hist[s] != 0;
+    }
+    if (nsym == 1) {
+        codec = PL_CONST;
+        out[0] = p[0];
+        len = 1;
+        goto done;
+    }
+    size_t hs = huf_size(hist, cnt), zs = 0;
+    size_t room = cap - BSTREAM_HDR;
+    /* A dominant byte means runs; zstd codes a run in a few bytes. */
+    if (top > cnt / 2 + cnt / 8 && zstd_stream(p, cnt, out, room, &zs) == 0 &&
+        zs < CK_MIN(hs, cnt)) {
+        codec = PL_ZSTD;
+        len = zs;
+        goto done;
+    }
+    if (hs && hs < cnt - cnt / 64) {
+        size_t h = huf_encode(p, cnt, hist, out, room);
+        if (h && h < cnt) {
+            codec = PL_HUF;
+            len = h;
+            goto done;
+        }
+    }
+raw:
+    codec = PL_RAW;
+    len = cnt;
+    memcpy(out, p, cnt);
+done:
+    dst[0] = codec;
+    ck_put32(dst + 1, (uint32_t)len);
+    return BSTREAM_HDR + len;
+}
+
+long bstream_get(const uint8_t *src, size_t avail, uint8_t *p, size_t cnt)
+{
+    if (avail < BSTREAM_HDR) return -EIO;
+    uint8_t codec = src[0];
+    size_t len = ck_get32(src + 1);
+    if (len > avail - BSTREAM_HDR) return -EIO;
+    const uint8_t *in = src + BSTREAM_HDR;
+    switch (codec) {
+    case PL_RAW:
+        if (len != cnt) return -EIO;
+        memcpy(p, in, cnt);
+        break;
+    case PL_CONST:
+        if (len != 1) return -EIO;
+        memset(p, in[0], cnt);
+        break;
+    case PL_HUF:
+        CK_TRY(huf_decode(in, len, p, cnt));
+        break;
+    case PL_ZSTD: {
+        size_t r = ZSTD_decompress(p, cnt, in, len);
+        if (ZSTD_isError(r) || r != cnt) return -EIO;
+        break;
+    }
+    default:
+        return -EIO;
+    }
+    return (long)(BSTREAM_HDR + len);
+}

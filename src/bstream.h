@@ -1,0 +1,39 @@
+/*
+** bstream.h: one stream of bytes (a byte plane, an index stream, a mask)
+** stored in the smallest of a few forms. A pure layer: no files, no SQL.
+**
+** Stored form (integers little-endian):
+**
+**   u8  codec: 0 raw, 1 Huffman (huf.h), 2 zstd frame, 3 one constant byte
+**   u32 stored length
+**   the stored bytes
+**
+** A stream whose order-0 entropy, on a sample, is near 8 bits a byte is
+** stored raw without being coded (most mantissa bytes); zstd is tried only
+** when one byte dominates, since its runs then go below Huffman's floor of
+** a bit a byte; Huffman is kept only when it saves at least 1/64.
+*/
+#ifndef CKPT_BSTREAM_H
+#define CKPT_BSTREAM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define BSTREAM_HDR 5
+
+/* Room bstream_put needs at dst for a stream of n bytes. */
+static inline size_t bstream_bound(size_t n) { return BSTREAM_HDR + n + 8; }
+
+/* Store p[0..n) at dst (capacity cap >= bstream_bound(n)); returns the bytes
+** used. It cannot fail: a stream no coder shrinks is stored raw. */
+size_t bstream_put(const uint8_t *p, size_t n, uint8_t *dst, size_t cap);
+
+/* Read a stream of exactly n bytes from src[0..avail) into p; returns the
+** bytes it used, or -EIO when malformed. */
+long bstream_get(const uint8_t *src, size_t avail, uint8_t *p, size_t n);
+
+/* Bytes an order-0 coder needs for n symbols distributed as hist (a
+** histogram of tot symbols, a sample of the n). */
+double bstream_entropy(const uint32_t hist[256], size_t tot, size_t n);
+
+#endif
