@@ -66,42 +66,35 @@ static int widen(const uint8_t *base, size_t base_len, uint32_t off, uint8_t *ou
     return 0;
 }
 
-/* The tensor codec against the narrow base; CODEC_WIDE when the delta won. */
-static int encode_wide(const void *raw, size_t raw_len, uint8_t *dst, size_t cap,
-                       const struct codec_hint *h, uint8_t *wbase, uint8_t *codec,
-                       size_t *stored_len, int *delta)
-{
-    int mode;
-    uint64_t hash = XXH3_64bits(wbase, raw_len);
-    CK_TRY(tc_encode(raw, raw_len, h->width, h->is_float, wbase, hash, NULL, dst + WIDE_HDR,
-                     cap - WIDE_HDR, stored_len, &mode));
-    if (mode == TC_STANDALONE) return 1; /* not worth it: the caller goes on */
-    ck_put32(dst, h->narrow_off);
-    ck_put64(dst + 4, h->narrow_hash);
-    *stored_len += WIDE_HDR;
-    *codec = CODEC_WIDE;
-    *delta = CODEC_BASE_NARROW;
-    return 0;
-}
-
-static int encode_tensor(const void *raw, size_t raw_len, void *dst, size_t cap,
+/* The tensor codec against the smaller-estimated of the block's bases: the
+** same block of the previous version, and for fp32 values the bf16 block
+** they round to, widened (CODEC_WIDE, whose header goes first). */
+static int encode_tensor(const void *raw, size_t raw_len, uint8_t *dst, size_t cap,
                          const struct codec_hint *h, uint8_t *codec, size_t *stored_len,
                          int *delta)
 {
+    const uint8_t *bases[2];
+    uint64_t hashes[2];
+    int nb = 0, wide = -1, mode, which;
+    if (h->base) bases[nb] = h->base, hashes[nb++] = h->base_hash;
     uint8_t *wbase = NULL;
     if (h->narrow && h->width == 4 && h->is_float && (wbase = malloc(raw_len ? raw_len : 1)) &&
-        widen(h->narrow, h->narrow_len, h->narrow_off, wbase, raw_len) == 0 &&
-        (!h->base || tc_estimate(raw, raw_len, 4, 1, wbase) <
-                         tc_estimate(raw, raw_len, 4, 1, h->base))) {
-        int rc = encode_wide(raw, raw_len, dst, cap, h, wbase, codec, stored_len, delta);
-        free(wbase);
-        if (rc <= 0) return rc;
-        wbase = NULL;
-    }
+        widen(h->narrow, h->narrow_len, h->narrow_off, wbase, raw_len) == 0)
+        wide = nb, bases[nb] = wbase, hashes[nb++] = XXH3_64bits(wbase, raw_len);
+    size_t hdr = wide >= 0 ? WIDE_HDR : 0;
+    int rc = tc_encode_from(raw, raw_len, h->width, h->is_float, bases, hashes, nb, NULL,
+                            dst + hdr, cap - hdr, stored_len, &mode, &which);
     free(wbase);
-    int mode;
-    CK_TRY(tc_encode(raw, raw_len, h->width, h->is_float, h->base, h->base_hash, NULL,
-                     dst, cap, stored_len, &mode));
+    CK_TRY(rc);
+    if (mode != TC_STANDALONE && which == wide) {
+        ck_put32(dst, h->narrow_off);
+        ck_put64(dst + 4, h->narrow_hash);
+        *stored_len += WIDE_HDR;
+        *codec = CODEC_WIDE;
+        *delta = CODEC_BASE_NARROW;
+        return 0;
+    }
+    if (hdr) memmove(dst, dst + hdr, *stored_len);
     *delta = mode != TC_STANDALONE ? CODEC_BASE_SAME : CODEC_BASE_NONE;
     if (*delta || *stored_len < raw_len) {
         *codec = CODEC_TENSOR;

@@ -332,32 +332,38 @@ static unsigned fit_width(unsigned width, size_t n)
 }
 
 struct cand {
-    int mode, xor;
+    int mode, xor, base; /* base: which of the bases a delta is against */
     double est;
 };
 
-/* The candidate with the smallest estimate; standalone first (ties keep it). */
-static struct cand choose(const uint8_t *raw, const uint8_t *base, size_t n, unsigned w,
-                          int is_float, const struct tc_opts *o, uint8_t *tmp, double *st,
-                          int *st_runs)
+/* The candidate with the smallest estimate over standalone and the deltas
+** against each of bases[0..nb); standalone first (ties keep it). */
+static struct cand choose(const uint8_t *raw, const uint8_t *const *bases, int nb, size_t n,
+                          unsigned w, int is_float, const struct tc_opts *o, uint8_t *tmp,
+                          double *st, int *st_runs)
 {
     size_t cnt = n / w;
-    struct cand best = {TC_STANDALONE, 0, 0};
+    struct cand best = {TC_STANDALONE, 0, -1, 0};
     struct estimate se = estimate(w, op_of(TC_STANDALONE, is_float, 0), raw, raw, cnt, tmp);
     best.est = *st = se.dense;
     *st_runs = se.runs;
-    for (int xor = 0; xor <= 1; xor++) {
-        if ((xor && o->delta == TC_DELTA_ULP) || (!xor && o->delta == TC_DELTA_XOR)) continue;
-        struct estimate e = estimate(w, op_of(TC_DENSE, is_float, xor), raw, base, cnt, tmp);
-        if (e.dense < best.est) best = (struct cand){TC_DENSE, xor, e.dense};
-        if (!o->no_sparse && e.sparse < best.est) best = (struct cand){TC_SPARSE, xor, e.sparse};
+    for (int b = 0; b < nb; b++) {
+        for (int xor = 0; xor <= 1; xor++) {
+            if ((xor && o->delta == TC_DELTA_ULP) || (!xor && o->delta == TC_DELTA_XOR)) continue;
+            struct estimate e =
+                estimate(w, op_of(TC_DENSE, is_float, xor), raw, bases[b], cnt, tmp);
+            if (e.dense < best.est) best = (struct cand){TC_DENSE, xor, b, e.dense};
+            if (!o->no_sparse && e.sparse < best.est)
+                best = (struct cand){TC_SPARSE, xor, b, e.sparse};
+        }
     }
     return best;
 }
 
-int tc_encode(const uint8_t *raw, size_t n, unsigned width, int is_float,
-              const uint8_t *base, uint64_t base_hash, const struct tc_opts *o,
-              uint8_t *dst, size_t cap, size_t *out_len, int *mode)
+int tc_encode_from(const uint8_t *raw, size_t n, unsigned width, int is_float,
+                   const uint8_t *const *bases, const uint64_t *hashes, int nb,
+                   const struct tc_opts *o, uint8_t *dst, size_t cap, size_t *out_len,
+                   int *mode, int *which)
 {
     static const struct tc_opts defaults = {TC_DELTA_BEST, 0};
     if (cap < tc_bound(n)) return -EINVAL;
@@ -369,15 +375,18 @@ int tc_encode(const uint8_t *raw, size_t n, unsigned width, int is_float,
     if (!s) return -ENOMEM;
     uint8_t *alt = s + n + n / 8 + 16 + w * SAMPLE_RUN;
     *mode = TC_STANDALONE;
-    if (!base || n == 0)
+    *which = -1;
+    if (nb == 0 || n == 0)
         return encode_mode(raw, n, w, is_float, TC_STANDALONE, 0, NULL, 0, s, dst, cap,
                            out_len);
     double st;
     int st_runs;
-    struct cand c = choose(raw, base, n, w, is_float, o, s, &st, &st_runs);
-    CK_TRY(encode_mode(raw, n, w, is_float, c.mode, c.xor, base, base_hash, s, dst, cap,
-                       out_len));
+    struct cand c = choose(raw, bases, nb, n, w, is_float, o, s, &st, &st_runs);
+    const uint8_t *base = c.base >= 0 ? bases[c.base] : NULL;
+    CK_TRY(encode_mode(raw, n, w, is_float, c.mode, c.xor, base, base ? hashes[c.base] : 0, s,
+                       dst, cap, out_len));
     *mode = c.mode;
+    *which = c.base;
     /* The entropy estimate bounds the standalone size from below unless
     ** runs let zstd beat it; otherwise settle it with a real encoding. */
     if (c.mode == TC_STANDALONE || (!st_runs && (double)*out_len <= st)) return 0;
@@ -388,21 +397,18 @@ int tc_encode(const uint8_t *raw, size_t n, unsigned width, int is_float,
         memcpy(dst, alt, alt_len);
         *out_len = alt_len;
         *mode = TC_STANDALONE;
+        *which = -1;
     }
     return 0;
 }
 
-double tc_estimate(const uint8_t *raw, size_t n, unsigned width, int is_float,
-                   const uint8_t *base)
+int tc_encode(const uint8_t *raw, size_t n, unsigned width, int is_float,
+              const uint8_t *base, uint64_t base_hash, const struct tc_opts *o,
+              uint8_t *dst, size_t cap, size_t *out_len, int *mode)
 {
-    static const struct tc_opts defaults = {TC_DELTA_BEST, 0};
-    unsigned w = fit_width(width, n);
-    if (w != width) is_float = 0;
-    uint8_t *s = scratch_get(n + w * SAMPLE_RUN + 16); /* a small block is sampled whole */
-    if (!s) return -1;
-    double st;
-    int st_runs;
-    return choose(raw, base, n, w, is_float, &defaults, s, &st, &st_runs).est;
+    int which;
+    return tc_encode_from(raw, n, width, is_float, &base, &base_hash, base ? 1 : 0, o, dst,
+                          cap, out_len, mode, &which);
 }
 
 int tc_needs_base(const uint8_t *src, size_t len)

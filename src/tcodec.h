@@ -60,11 +60,13 @@ int tc_encode(const uint8_t *raw, size_t n, unsigned width, int is_float,
               const uint8_t *base, uint64_t base_hash, const struct tc_opts *o,
               uint8_t *dst, size_t cap, size_t *out_len, int *mode);
 
-/* The size tc_encode is estimated to reach for raw[0..n) against base (n
-** bytes): the smallest of its candidates, estimated on a sample. For
-** choosing between bases; -1 on no memory. */
-double tc_estimate(const uint8_t *raw, size_t n, unsigned width, int is_float,
-                   const uint8_t *base);
+/* tc_encode choosing among several bases: bases[0..nb) (n bytes each, XXH3-64
+** hashes[i]), none of them NULL. *which gets the index of the base the
+** result is a delta against, -1 when standalone. */
+int tc_encode_from(const uint8_t *raw, size_t n, unsigned width, int is_float,
+                   const uint8_t *const *bases, const uint64_t *hashes, int nb,
+                   const struct tc_opts *o, uint8_t *dst, size_t cap, size_t *out_len,
+                   int *mode, int *which);
 
 /* Decode src[0..len) into exactly n bytes at dst. base/base_hash as given
 ** to tc_encode, required when tc_needs_base says so. -EIO if malformed. */
