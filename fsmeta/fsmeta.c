@@ -64,10 +64,6 @@ const char *const fsm_core_sql[S_COUNT] = {
     [S_FAMILY] = "SELECT ino FROM inode WHERE family=?1 AND ino<>?2 AND nlink>0 "
                  "AND EXISTS (SELECT 1 FROM tensor t WHERE t.ver=inode.ver) "
                  "ORDER BY mtime DESC LIMIT 1",
-    [S_HEIGHT] = "WITH RECURSIVE d(id,depth) AS (SELECT id,depth FROM chunk WHERE id=?1"
-                 " UNION ALL SELECT c.id,c.depth FROM chunk c JOIN d ON c.base=d.id"
-                 " AND c.base<>0 AND c.refs>0) "
-                 "SELECT max(depth)-(SELECT depth FROM chunk WHERE id=?1) FROM d",
     /* tensor_name, then primary keys: no scan of inodes. */
     [S_LAYOUT] = "SELECT i.ino FROM tensor t JOIN version v ON v.id=t.ver "
                  "JOIN inode i ON i.ino=v.ino AND i.ver=v.id WHERE t.name=?1 "
@@ -109,7 +105,6 @@ const char *const fsm_core_sql[S_COUNT] = {
                  "AND v.state=0 AND EXISTS (SELECT 1 FROM tensor t WHERE t.ver=v.id) "
                  "ORDER BY abs(v.seq-?2) LIMIT ?3",
 };
-
 
 static int exec(fsmeta *m, const char *sql)
 {
@@ -700,8 +695,6 @@ int fsmeta_xattr_remove(fsmeta *m, uint64_t ino, const char *name)
     return rc;
 }
 
-
-
 /* Extents from a query binding one id (an inode or a version). */
 static int extents_by(fsmeta *m, int which, uint64_t id, struct fsm_extent **out,
                       size_t *n)
@@ -1102,18 +1095,6 @@ int fsmeta_path(fsmeta *m, uint64_t ino, char *buf, size_t cap)
     if (at == cap - 1) buf[--at] = '/';
     memmove(buf, buf + at, cap - at);
     return 0;
-}
-
-int fsmeta_chunk_height(fsmeta *m, uint64_t id, uint32_t *h)
-{
-    lock(m);
-    uint64_t v = 0;
-    sqlite3_stmt *s = stmt(m, S_HEIGHT);
-    bind_i64(s, 1, (int64_t)id);
-    int rc = step_id(m, s, &v);
-    unlock(m);
-    *h = (uint32_t)v;
-    return rc;
 }
 
 int fsmeta_siblings(fsmeta *m, uint64_t ino, uint64_t seq, uint64_t *out, size_t cap, size_t *n)

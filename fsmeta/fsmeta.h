@@ -152,8 +152,6 @@ int fsmeta_keep_current(fsmeta *m, uint64_t ino);
 
 /* One chunk by id (any, garbage included). -ENOENT if there is none. */
 int fsmeta_chunk_get(fsmeta *m, uint64_t id, struct fsm_chunk *c);
-/* How many live deltas deep the chains below chunk id reach (0: none). */
-int fsmeta_chunk_height(fsmeta *m, uint64_t id, uint32_t *h);
 /* Up to cap kept versions with tensors of the other files in ino's
 ** directory, those committed nearest to sequence seq first (UINT64_MAX:
 ** the latest): where a model file's optimizer file is, and the reverse. */
@@ -277,16 +275,19 @@ int fsmeta_recode_prev(fsmeta *m, const struct fsm_version *v, uint64_t *prev);
 ** FSM_LOSSY_EXACT. One transaction. */
 int fsmeta_recode_commit(fsmeta *m, uint64_t ver, struct fsm_extent *ext, size_t n,
                          double err);
+/* How many live deltas deep the chains below chunk id reach (0: none). */
+int fsmeta_chunk_height(fsmeta *m, uint64_t id, uint32_t *h);
 /* The live chunks that are deltas against chunk id (*out malloc'd). */
 int fsmeta_chunk_deltas(fsmeta *m, uint64_t id, struct fsm_chunk **out, size_t *n);
 /* Point chunks c[i].id at new records of the same raw bytes (c[i] as
 ** store_put_block fills it, id set): each moves its reference from its old
 ** base old_base[i] to c[i].base, the depth and chain of the deltas below it
 ** follow, and the versions using it have their stored bytes recounted. A
-** chunk that died or changed base since it was read is left as it is. One
-** transaction. A replaced block that only newer deltas kept alive dies so. */
+** chunk that died or changed base since it was read is left as it is;
+** *moved counts the others. One transaction. A replaced block that only
+** newer deltas kept alive dies so. */
 int fsmeta_rebase_commit(fsmeta *m, const struct fsm_chunk *c, const uint64_t *old_base,
-                         size_t n);
+                         size_t n, size_t *moved);
 
 /* ---- Checks and garbage collection (fsmeta_check.c) ---- */
 

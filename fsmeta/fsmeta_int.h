@@ -23,7 +23,7 @@ enum {
     S_LOOKUP, S_LINK, S_UNLINK, S_RELINK, S_MOVE, S_HASCHILD, S_READDIR,
     S_XGET, S_XINS, S_XUPD, S_XLIST, S_XDEL, S_XINHERIT,
     S_SIBS, S_EXTENTS, S_CHUNKINS, S_CHUNKREF, S_CHUNKGET, S_EXTINS,
-    S_TDEL, S_TINS, S_TLIST, S_FAMILY, S_LAYOUT, S_HEIGHT, S_SETFAMILY, S_VERFAMILY, S_CURVER,
+    S_TDEL, S_TINS, S_TLIST, S_FAMILY, S_LAYOUT, S_SETFAMILY, S_VERFAMILY, S_CURVER,
     S_SETCONTENT, S_ORPHANS, S_CHUNKS, S_FILES, S_NAMEOF,
     S_TOUCH, S_BEGIN, S_COMMIT, S_ROLLBACK, S_SYNC_FULL, S_SYNC_NORMAL,
     S_NEXTSEQ, S_CHANGEINS, S_VERINS, S_VERCUR, S_VEREXT, S_VEREXTDEL,
@@ -35,7 +35,7 @@ enum {
     /* fsmeta_check.c: consistency checks and garbage collection */
     S_GCDEL, S_CHUNKMOVE, S_ALLCHUNKS, S_EXTCOUNT, S_SETREFS,
     /* fsmeta_lossy.c: lossy re-encoding */
-    S_RCNEXT, S_RCPREV, S_RCOLD, S_RCEXT, S_RCVER, S_RCINODE, S_RCDEPS, S_RCREBASE,
+    S_RCNEXT, S_RCPREV, S_RCOLD, S_RCEXT, S_RCVER, S_RCINODE, S_RCDEPS, S_RCHEIGHT, S_RCREBASE,
     S_RCDESC, S_RCVSTORED, S_RCISTORED,
     S_COUNT
 };
@@ -130,7 +130,6 @@ static inline void read_chunk(sqlite3_stmt *s, int col, struct fsm_chunk *c)
     c->depth = (uint32_t)sqlite3_column_int64(s, col + 8);
     c->chain = (uint64_t)sqlite3_column_int64(s, col + 9);
 }
-
 
 /* Copy a BLOB column into buf (cap 0: length only); -ERANGE if it does not fit. */
 static inline int copy_blob(sqlite3_stmt *s, int col, void *buf, size_t cap)

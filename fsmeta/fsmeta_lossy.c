@@ -30,6 +30,11 @@ const char *const fsm_lossy_sql[S_COUNT] = {
     /* (base<>0 lets the partial index chunk_base serve these.) */
     [S_RCDEPS] = "SELECT id,pack,off,raw_len,stored_len,codec,hash,base,depth,chain "
                  "FROM chunk WHERE base=?1 AND base<>0 AND refs>0",
+    /* How far below chunk ?1 its live deltas reach. */
+    [S_RCHEIGHT] = "WITH RECURSIVE d(id,depth) AS (SELECT id,depth FROM chunk WHERE id=?1"
+                 " UNION ALL SELECT c.id,c.depth FROM chunk c JOIN d ON c.base=d.id"
+                 " AND c.base<>0 AND c.refs>0) "
+                 "SELECT max(depth)-(SELECT depth FROM chunk WHERE id=?1) FROM d",
     /* Only while it is alive and still a delta against what it was read
     ** as: it may have died, or been rebased, since. */
     [S_RCREBASE] = "UPDATE chunk SET pack=?2,off=?3,stored_len=?4,codec=?5,base=?6,depth=?7,"
@@ -127,9 +132,22 @@ int fsmeta_chunk_deltas(fsmeta *m, uint64_t id, struct fsm_chunk **out, size_t *
     return rc;
 }
 
+int fsmeta_chunk_height(fsmeta *m, uint64_t id, uint32_t *h)
+{
+    lock(m);
+    uint64_t v = 0;
+    sqlite3_stmt *s = stmt(m, S_RCHEIGHT);
+    bind_i64(s, 1, (int64_t)id);
+    int rc = step_id(m, s, &v);
+    unlock(m);
+    *h = (uint32_t)v;
+    return rc;
+}
+
 /* Chunk c->id, same raw bytes, now the record and base c names, unless it
-** died or changed base since old_base was read: then nothing happens. */
-static int rebase_one(fsmeta *m, const struct fsm_chunk *c, uint64_t old_base)
+** died or changed base since old_base was read: then nothing happens. Sets
+** *moved when it was rebased. */
+static int rebase_one(fsmeta *m, const struct fsm_chunk *c, uint64_t old_base, int *moved)
 {
     sqlite3_stmt *s = stmt(m, S_RCREBASE);
     int64_t v[] = {(int64_t)c->id, c->pack, (int64_t)c->off, c->stored_len, c->codec,
@@ -137,7 +155,7 @@ static int rebase_one(fsmeta *m, const struct fsm_chunk *c, uint64_t old_base)
                    (int64_t)old_base};
     for (int i = 0; i < 11; i++) bind_i64(s, i + 1, v[i]);
     CK_TRY(run(m, s));
-    if (sqlite3_changes(m->db) != 1) return 0;
+    if (!(*moved = sqlite3_changes(m->db) == 1)) return 0;
     if (c->base) CK_TRY(fsm_chunk_ref(m, c->base, 1));
     if (old_base) CK_TRY(fsm_chunk_ref(m, old_base, -1));
     CK_TRY(run_id(m, S_RCDESC, c->id));
@@ -146,10 +164,16 @@ static int rebase_one(fsmeta *m, const struct fsm_chunk *c, uint64_t old_base)
 }
 
 int fsmeta_rebase_commit(fsmeta *m, const struct fsm_chunk *c, const uint64_t *old_base,
-                         size_t n)
+                         size_t n, size_t *moved)
 {
+    *moved = 0;
     CK_TRY(fsmeta_begin(m, 0));
-    int rc = 0;
-    for (size_t i = 0; rc == 0 && i < n; i++) rc = rebase_one(m, &c[i], old_base[i]);
-    return fsmeta_end(m, rc);
+    int rc = 0, one;
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        rc = rebase_one(m, &c[i], old_base[i], &one);
+        *moved += rc == 0 && one;
+    }
+    rc = fsmeta_end(m, rc);
+    if (rc < 0) *moved = 0;
+    return rc;
 }

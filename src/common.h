@@ -40,7 +40,6 @@ static inline int64_t ck_now_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-/* Little-endian stores and loads, for on-disk headers. */
 /* Make room for element len of the array *v (capacity *cap, elements of
 ** size sz). -ENOMEM leaves the array as it was. */
 static inline int ck_grow(void **v, size_t *cap, size_t len, size_t sz)
@@ -54,6 +53,7 @@ static inline int ck_grow(void **v, size_t *cap, size_t len, size_t sz)
     return 0;
 }
 
+/* Little-endian stores and loads, for on-disk headers. */
 static inline void ck_put32(uint8_t *p, uint32_t v)
 {
     for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));

@@ -154,21 +154,18 @@ uint64_t cutter_block_end(struct cutter *c, uint64_t start)
     return CK_MIN(end, t->off);
 }
 
-static void note_used(struct cutter *c, const struct fmt_tensor *t)
+/* Record t among the tensors cut; returns the record, NULL without memory
+** (only the next version's deltas suffer). */
+static const struct fsm_tensor *note_used(struct cutter *c, const struct fmt_tensor *t)
 {
-    if (c->nused && c->used[c->nused - 1].off == t->off) return;
-    if (c->nused == c->ucap) {
-        size_t cap = c->ucap ? 2 * c->ucap : 64;
-        struct fsm_tensor *u = realloc(c->used, cap * sizeof *u);
-        if (!u) return; /* only the next version's deltas suffer */
-        c->used = u;
-        c->ucap = cap;
-    }
+    if (c->nused && c->used[c->nused - 1].off == t->off) return &c->used[c->nused - 1];
+    if (ck_grow((void **)&c->used, &c->ucap, c->nused, sizeof *c->used) < 0) return NULL;
     struct fsm_tensor *u = &c->used[c->nused++];
     *u = (struct fsm_tensor){.off = t->off, .len = t->len, .dtype = t->dtype,
                              .width = t->width};
     memcpy(u->name, t->name, sizeof u->name);
     u->name[sizeof u->name - 1] = 0;
+    return u;
 }
 
 /* The base version's tensor of the same name, dtype and length as t; looked
@@ -204,15 +201,16 @@ static int find_base(struct cutter *c, const struct fmt_tensor *t, uint64_t rel,
     return 1;
 }
 
-void cutter_hint(struct cutter *c, uint64_t start, size_t len, struct store_hint *h)
+const struct fsm_tensor *cutter_hint(struct cutter *c, uint64_t start, size_t len,
+                                     struct store_hint *h)
 {
     memset(h, 0, sizeof *h);
     const struct fmt_tensor *t = current(c, start);
-    if (!t || t->off > start || start + len > t->off + t->len) return;
+    if (!t || t->off > start || start + len > t->off + t->len) return NULL;
     h->width = t->width;
     h->is_float = t->is_float;
-    note_used(c, t);
     h->has_base = find_base(c, t, start - t->off, len, &h->base);
+    return note_used(c, t);
 }
 
 const struct fsm_tensor *cutter_tensors(const struct cutter *c, size_t *n)

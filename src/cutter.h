@@ -59,9 +59,11 @@ uint64_t cutter_block_end(struct cutter *c, uint64_t start);
 
 /* Describe block [start, start + len), as cut: its element type when it is
 ** a tensor's, and the chunk holding the same block of the base version when
-** there is one. Records the tensor for cutter_tensors. Blocks are described
-** in file order: start is at or after any start given before. */
-void cutter_hint(struct cutter *c, uint64_t start, size_t len, struct store_hint *h);
+** there is one. Records the tensor for cutter_tensors and returns that
+** record (NULL: no tensor's block, or no memory). Blocks are described in
+** file order: start is at or after any start given before. */
+const struct fsm_tensor *cutter_hint(struct cutter *c, uint64_t start, size_t len,
+                                     struct store_hint *h);
 
 /* Whether cutter_set_base was called (with or without a base found). */
 int cutter_has_base(const struct cutter *c);

@@ -172,17 +172,14 @@ static void hint_for(struct store *st, struct node *n, const uint8_t *raw, uint6
 {
     memset(h, 0, sizeof *h);
     if (!n->cut) return;
-    cutter_hint(n->cut, off, len, h);
+    const struct fsm_tensor *t = cutter_hint(n->cut, off, len, h);
     if (h->width && !cutter_has_base(n->cut)) {
         find_base(st, n);
-        cutter_hint(n->cut, off, len, h);
+        t = cutter_hint(n->cut, off, len, h);
     }
-    size_t nt;
-    const struct fsm_tensor *t = cutter_tensors(n->cut, &nt);
-    if (h->width == 4 && h->is_float && nt && off >= t[nt - 1].off &&
-        off + len <= t[nt - 1].off + t[nt - 1].len) {
+    if (t && h->width == 4 && h->is_float) {
         if (!n->xb) n->xb = xbase_new();
-        xbase_hint(n->xb, st, n->ino, &t[nt - 1], (off - t[nt - 1].off) / 4, raw, len, h);
+        xbase_hint(n->xb, st, n->ino, t, (off - t->off) / 4, raw, len, h);
     }
 }
 

@@ -100,12 +100,6 @@ static int by_key(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* Roles and pairs (recode.h), in r[0..n) ordered as the tensors were
-** pickled: torch zips store them by key as text ("data/10" before
-** "data/2"), while keys number storages in pickling order. Tensors too
-** small to be recorded (the step scalars, biases) are simply absent: an
-** optimizer's moments are keys k+1, k+2 of one length whose key k (the
-** step) is absent or a scalar. */
 /* How many of r[0..n) have role role and k elements. */
 static size_t count_of(const struct rtensor *r, size_t n, int role, uint64_t k)
 {
@@ -114,6 +108,12 @@ static size_t count_of(const struct rtensor *r, size_t n, int role, uint64_t k)
     return c;
 }
 
+/* Roles and pairs (recode.h), in r[0..n) ordered as the tensors were
+** pickled: torch zips store them by key as text ("data/10" before
+** "data/2"), while keys number storages in pickling order. Tensors too
+** small to be recorded (the step scalars, biases) are simply absent: an
+** optimizer's moments are keys k+1, k+2 of one length whose key k (the
+** step) is absent or a scalar. */
 static void classify(const struct fsm_tensor *t, size_t n, struct rtensor *r)
 {
     int zip = n > 0;
@@ -159,7 +159,7 @@ static void classify(const struct fsm_tensor *t, size_t n, struct rtensor *r)
     }
 }
 
-/* The extent of rc->ext (or of e[0..n)) at file offset off; NULL if none. */
+/* The extent of e[0..n) that starts at file offset off; NULL if none. */
 static const struct fsm_extent *extent_at(const struct fsm_extent *e, size_t n, uint64_t off)
 {
     size_t lo = 0, hi = n;
@@ -280,11 +280,12 @@ static struct plan plan_for(const struct rc *rc, int role)
     return p;
 }
 
-/* Each block e of tensor t, in order. */
-#define FOR_BLOCKS(rc, t, e)                                                         \
-    for (const struct fsm_extent *e = extent_at((rc)->ext, (rc)->next, (t)->off);     \
-         e && e < (rc)->ext + (rc)->next && e->file_off + e->c.raw_len <= (t)->off + (t)->len; \
-         e++)
+/* Each block x of tensor t in the extents ext[0..n), in order. */
+#define FOR_BLOCKS_IN(ext, n, t, x)                                                  \
+    for (const struct fsm_extent *x = extent_at((ext), (n), (t)->off);                \
+         x && x < (ext) + (n) && x->file_off + x->c.raw_len <= (t)->off + (t)->len; x++)
+/* Each block e of tensor t of the version being re-encoded. */
+#define FOR_BLOCKS(rc, t, e) FOR_BLOCKS_IN((rc)->ext, (rc)->next, t, e)
 
 /* The block of tensor u at the same place as block e of tensor t, when it
 ** has the same length; NULL otherwise. */
@@ -361,8 +362,7 @@ static int tensor_mean(struct rc *rc, const struct fsm_tensor *t, const struct f
 {
     double sum = 0;
     uint64_t cnt = 0;
-    for (const struct fsm_extent *x = extent_at(e, ne, t->off);
-         x && x < e + ne && x->file_off + x->c.raw_len <= t->off + t->len; x++) {
+    FOR_BLOCKS_IN(e, ne, t, x) {
         CK_TRY(grow_buffers(rc, x->c.raw_len));
         CK_TRY(store_read_block(rc->st, &x->c, 0, x->c.raw_len, rc->raw));
         size_t k = x->c.raw_len / t->width;
@@ -500,8 +500,9 @@ static int rebase_deltas(struct rc *rc)
     if (r == 0 && !e) r = -ENOMEM;
     for (size_t i = 0; r == 0 && i < n; i++) e[i].c = nc[i];
     if (r == 0) r = store_sync_extents(rc->st, e, n);
-    if (r == 0 && n) r = fsmeta_rebase_commit(rc->st->meta, nc, ob, n);
-    if (r == 0) rc->rebased = n;
+    size_t moved = 0;
+    if (r == 0 && n) r = fsmeta_rebase_commit(rc->st->meta, nc, ob, n, &moved);
+    if (r == 0) rc->rebased = moved;
     free(e);
     free(nc);
     free(ob);

@@ -24,7 +24,6 @@
 #define SAMPLE_RUN 256
 #define SAMPLE_EVERY 2048
 
-
 /* Element transforms: which function of (x, base b) goes into the planes. */
 enum { OP_ID, OP_ROT, OP_ULPF, OP_ULPI, OP_XORF, OP_XORI };
 

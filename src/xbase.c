@@ -89,22 +89,32 @@ static long bf16_of(uint32_t f)
     return (long)((f + 0x7fff + (f >> 16 & 1)) >> 16);
 }
 
+/* Whether the fp32 values f[0..k) round to the bf16 values b[0..k). */
+static int rounds_to(const uint8_t *f, const uint16_t *b, size_t k)
+{
+    for (size_t i = 0; i < k; i++) {
+        uint32_t v;
+        memcpy(&v, f + 4 * i, 4);
+        long r = bf16_of(v);
+        if (r >= 0 && r != b[i]) return 0;
+    }
+    return 1;
+}
+
+/* Read elements [e, e + k) of candidate c into b. */
+static int read_cand(const struct xbase *x, struct store *st, const struct xcand *c, uint64_t e,
+                     size_t k, uint16_t *b)
+{
+    return store_read_range(st, x->ext[c->ver], x->next[c->ver], b, 2 * k, c->t.off + 2 * e);
+}
+
 /* Whether elements [w, w + k) of the block (raw, starting at element e0)
 ** round to candidate c. */
 static int window_matches(const struct xbase *x, struct store *st, const struct xcand *c,
                           uint64_t e0, const uint8_t *raw, size_t w, size_t k)
 {
     uint16_t got[XB_SAMPLE];
-    uint64_t off = c->t.off + 2 * (e0 + w);
-    const struct fsm_extent *e = extent_over(x, c->ver, off, 2 * k);
-    if (!e || store_read_block(st, &e->c, off - e->file_off, 2 * k, got) < 0) return 0;
-    for (size_t i = 0; i < k; i++) {
-        uint32_t f;
-        memcpy(&f, raw + 4 * (w + i), 4);
-        long b = bf16_of(f);
-        if (b >= 0 && b != got[i]) return 0;
-    }
-    return 1;
+    return read_cand(x, st, c, e0 + w, k, got) == 0 && rounds_to(raw + 4 * w, got, k);
 }
 
 /* Whether the first elements of a tensor's block raw round to candidate
@@ -114,19 +124,8 @@ static int fp_matches(const struct xbase *x, struct store *st, struct xcand *c,
                       const uint8_t *raw, size_t cnt)
 {
     size_t k = CK_MIN(cnt, (size_t)XB_SAMPLE);
-    if (c->fp_state == 0) {
-        const struct fsm_extent *e = extent_over(x, c->ver, c->t.off, 2 * k);
-        c->fp_state = e && store_read_block(st, &e->c, c->t.off - e->file_off, 2 * k,
-                                            c->fp) == 0 ? 1 : -1;
-    }
-    if (c->fp_state < 0) return 0;
-    for (size_t i = 0; i < k; i++) {
-        uint32_t f;
-        memcpy(&f, raw + 4 * i, 4);
-        long b = bf16_of(f);
-        if (b >= 0 && b != c->fp[i]) return 0;
-    }
-    return 1;
+    if (c->fp_state == 0) c->fp_state = read_cand(x, st, c, 0, k, c->fp) == 0 ? 1 : -1;
+    return c->fp_state > 0 && rounds_to(raw, c->fp, k);
 }
 
 static int matches(const struct xbase *x, struct store *st, const struct xcand *c, uint64_t e0,

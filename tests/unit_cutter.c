@@ -147,14 +147,19 @@ START_TEST(test_hint_alone)
     struct cutter *c = cutter_new(BS);
     cutter_feed(c, f, len);
     struct store_hint h;
-    cutter_hint(c, 0, data, &h);              /* the header */
+    ck_assert_ptr_null(cutter_hint(c, 0, data, &h));      /* the header */
     ck_assert_uint_eq(h.width, 0);
-    cutter_hint(c, data + BS, BS, &h);         /* a's second block */
+    const struct fsm_tensor *r = cutter_hint(c, data + BS, BS, &h); /* a's second block */
     ck_assert_uint_eq(h.width, 4);
     ck_assert(h.is_float);
-    cutter_hint(c, data + na, nb, &h);         /* b, a skipped over */
+    ck_assert_ptr_nonnull(r);
+    ck_assert_str_eq(r->name, "a");
+    ck_assert_uint_eq(r->off, data);
+    r = cutter_hint(c, data + na, nb, &h);      /* b, a skipped over */
     ck_assert_uint_eq(h.width, 2);
-    cutter_hint(c, data + na + 2, nb - 2, &h); /* not a block of b's cut */
+    ck_assert_ptr_nonnull(r);
+    ck_assert_str_eq(r->name, "b");
+    ck_assert_ptr_null(cutter_hint(c, data + na + 2, nb - 2, &h)); /* not a block of b's cut */
     ck_assert_uint_eq(h.width, 0);
     size_t nt;
     ck_assert_ptr_nonnull(cutter_tensors(c, &nt));

@@ -935,7 +935,9 @@ START_TEST(test_rebase_refs)
     struct fsm_chunk x2 = chunk(1, 500, 100, 8, 2, 33);
     x2.id = x.id, x2.base = le.c.id, x2.depth = 2, x2.chain = 73;
     uint64_t old = e.id;
-    ck_assert_int_eq(fsmeta_rebase_commit(m, &x2, &old, 1), 0);
+    size_t moved;
+    ck_assert_int_eq(fsmeta_rebase_commit(m, &x2, &old, 1, &moved), 0);
+    ck_assert_uint_eq(moved, 1);
     int n = 0;
     ck_assert_int_eq(fsmeta_check(m, 0, count_problem, &n), 0);
     ck_assert_int_eq(n, 0);
@@ -954,7 +956,8 @@ START_TEST(test_rebase_refs)
     /* Rebasing again from a base it no longer has: nothing happens. */
     struct fsm_chunk x3 = x2;
     x3.off = 600, x3.base = a.id;
-    ck_assert_int_eq(fsmeta_rebase_commit(m, &x3, &old, 1), 0);
+    ck_assert_int_eq(fsmeta_rebase_commit(m, &x3, &old, 1, &moved), 0);
+    ck_assert_uint_eq(moved, 0);
     ck_assert_int_eq(fsmeta_chunk_get(m, x.id, &got), 0);
     ck_assert_uint_eq(got.off, 500);
     ck_assert_int_eq(fsmeta_check(m, 0, count_problem, &n), 0);
