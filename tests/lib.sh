@@ -93,6 +93,17 @@ check_fails()
     esac
 }
 
+# expect_status WANT DESC CMD...: run CMD; fail unless it exits WANT. Its
+# standard output is left in OUT, its standard error in ERR.
+expect_status()
+{
+    local want=$1 desc=$2 rc=0
+    shift 2
+    OUT=$("$@" 2>"$T/expect_status.err") || rc=$?
+    ERR=$(cat "$T/expect_status.err")
+    [ "$rc" -eq "$want" ] || fail "$desc exited $rc, want $want: $OUT $ERR (command: $*)"
+}
+
 # same_file A B: byte-exact comparison.
 same_file()
 {
@@ -222,9 +233,23 @@ drop_caches()
 }
 
 # need_torch: fail unless Debian's python3 with torch is there.
+# need_torch: Debian's torch is there; sets PY and TRAIN (scripts/train.py)
+# and one thread for torch and BLAS.
 need_torch()
 {
     /usr/bin/python3 -c 'import torch' 2>/dev/null || fail "needs Debian's python3-torch"
+    PY=/usr/bin/python3
+    TRAIN=$(cd "$(dirname "$TESTLIB")/.." && pwd)/scripts/train.py
+    export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
+}
+
+# train WHAT ARGS...: run scripts/train.py ARGS (after need_torch); on
+# failure show its output and fail with WHAT.
+train()
+{
+    local what=$1 out=$T/train-$RANDOM.log
+    shift
+    "$PY" "$TRAIN" "$@" >"$out" 2>&1 || { cat "$out"; fail "$what: train.py failed"; }
 }
 
 # rand_file FILE BYTES: BYTES of random data from /dev/urandom.

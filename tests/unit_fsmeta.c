@@ -938,14 +938,12 @@ START_TEST(test_rebase_refs)
     size_t moved;
     ck_assert_int_eq(fsmeta_rebase_commit(m, &x2, &old, 1, &moved), 0);
     ck_assert_uint_eq(moved, 1);
-    int n = 0;
-    ck_assert_int_eq(fsmeta_check(m, 0, count_problem, &n), 0);
-    ck_assert_int_eq(n, 0);
+    ck_assert_int_eq(fsmeta_check(m, 0, NULL, NULL), 0);
     prune_history(m);
     uint64_t gone;
     ck_assert_int_eq(fsmeta_gc_chunks(m, INT64_MAX, &gone), 0);
     ck_assert_uint_eq(gone, 1); /* e, the replaced block */
-    ck_assert_int_eq(fsmeta_check(m, 0, count_problem, &n), 0);
+    ck_assert_int_eq(fsmeta_check(m, 0, NULL, NULL), 0);
     struct fsm_chunk got;
     ck_assert_int_eq(fsmeta_chunk_get(m, a.id, &got), 0);
     ck_assert_int_eq(fsmeta_chunk_get(m, le.c.id, &got), 0);
@@ -960,7 +958,7 @@ START_TEST(test_rebase_refs)
     ck_assert_uint_eq(moved, 0);
     ck_assert_int_eq(fsmeta_chunk_get(m, x.id, &got), 0);
     ck_assert_uint_eq(got.off, 500);
-    ck_assert_int_eq(fsmeta_check(m, 0, count_problem, &n), 0);
+    ck_assert_int_eq(fsmeta_check(m, 0, NULL, NULL), 0);
     fsmeta_close(m);
 }
 END_TEST

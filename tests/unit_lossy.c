@@ -28,7 +28,6 @@
 #include <xxhash.h>
 #include <zstd.h>
 
-#define GUARD 64
 #define BIG (256u * 1024u)
 
 /* An assertion for inner loops: each of check's own, even passing, writes a
@@ -214,11 +213,6 @@ static void enc_free(struct enc *e)
     free(e->mask);
 }
 
-static void check_guard(const uint8_t *p, uint8_t v, const char *what)
-{
-    for (size_t i = 0; i < GUARD; i++) CHECK(p[i] == v, "%s: guard byte %zu", what, i);
-}
-
 /* The keep mask from its definition in lossy.h. */
 static void check_mask(int dt, const uint8_t *raw, const uint8_t *base, size_t cnt,
                        const struct lossy_params *p, const uint8_t *mask)
@@ -254,22 +248,15 @@ static void check_err(int dt, const uint8_t *raw, const uint8_t *recon, size_t c
     ck_assert_double_eq(err->max_abs, max_abs);
 }
 
-static size_t first_diff(const uint8_t *a, const uint8_t *b, size_t n)
-{
-    size_t i = 0;
-    while (i < n && a[i] == b[i]) i++;
-    return i;
-}
-
 /* Decode stored[0..len) from an exact-size copy into a guarded buffer. */
 static int decode_copy(const uint8_t *stored, size_t len, const uint8_t *base, uint64_t h,
                        uint8_t *out, size_t n)
 {
     uint8_t *copy = ut_xmalloc(len);
     memcpy(copy, stored, len);
-    memset(out, 0x5A, n + GUARD);
+    memset(out, 0x5A, n + UT_GUARD);
     int rc = lossy_decode(copy, len, base, h, out, n);
-    check_guard(out + n, 0x5A, "decode");
+    ut_check_guard(out + n, 0x5A, "decode");
     free(copy);
     return rc;
 }
@@ -284,24 +271,24 @@ static struct enc encode_checked(int dt, const uint8_t *raw, const uint8_t *base
     size_t cap = lossy_bound(n), cnt = n / W[dt], mb = (cnt + 7) / 8;
     uint64_t h = hash_of(base, n);
     e.stored = ut_xmalloc(cap);
-    e.recon = ut_xmalloc(n + GUARD);
-    e.mask = ut_xmalloc(mb + GUARD);
-    memset(e.recon, 0xA5, n + GUARD);
-    memset(e.mask, 0xA5, mb + GUARD);
+    e.recon = ut_xmalloc(n + UT_GUARD);
+    e.mask = ut_xmalloc(mb + UT_GUARD);
+    memset(e.recon, 0xA5, n + UT_GUARD);
+    memset(e.mask, 0xA5, mb + UT_GUARD);
     e.rc = lossy_encode(raw, n, dt, base, h, p, e.stored, cap, &e.len, e.recon, e.mask, &e.err);
     ck_assert_msg(e.rc == 0 || e.rc == -E2BIG, "encode: %d", e.rc);
     ck_assert_int_eq(e.rc == 0, e.len < n);
     ck_assert_uint_le(e.len, cap);
-    check_guard(e.recon + n, 0xA5, "recon");
-    check_guard(e.mask + mb, 0xA5, "mask");
+    ut_check_guard(e.recon + n, 0xA5, "recon");
+    ut_check_guard(e.mask + mb, 0xA5, "mask");
 
-    uint8_t *out = ut_xmalloc(n + GUARD), *rmask = ut_xmalloc(mb + 1);
+    uint8_t *out = ut_xmalloc(n + UT_GUARD), *rmask = ut_xmalloc(mb + 1);
     ck_assert_int_eq(decode_copy(e.stored, e.len, base, h, out, n), 0);
     ck_assert_msg(memcmp(out, e.recon, n) == 0, "%s kind %d bits %u n %zu: decode differs at %zu",
-                  DT[dt], p->kind, p->bits, n, first_diff(out, e.recon, n));
+                  DT[dt], p->kind, p->bits, n, ut_first_diff(out, e.recon, n));
     e.r = ref_decode(e.stored, e.len, base, n, out, rmask);
     ck_assert_msg(memcmp(out, e.recon, n) == 0, "%s kind %d bits %u n %zu: reference differs at %zu",
-                  DT[dt], p->kind, p->bits, n, first_diff(out, e.recon, n));
+                  DT[dt], p->kind, p->bits, n, ut_first_diff(out, e.recon, n));
     ck_assert(memcmp(rmask, e.mask, mb) == 0);
     ck_assert_int_eq(e.r.kind, p->kind);
     ck_assert_int_eq(e.r.dtype, dt);
@@ -474,7 +461,7 @@ START_TEST(test_exact_all_patterns)
             struct lossy_params p = {LOSSY_KMEANS, 8, 0, NULL};
             struct enc e = encode_checked(dt, raw, NULL, sizeof raw, &p);
             ck_assert_msg(memcmp(e.recon, raw, sizeof raw) == 0, "%s block %u at %zu", DT[dt],
-                          blk, first_diff(e.recon, raw, sizeof raw));
+                          blk, ut_first_diff(e.recon, raw, sizeof raw));
             enc_free(&e);
         }
 }
@@ -620,7 +607,7 @@ START_TEST(test_wrong_base)
 {
     size_t cnt = 5000, n = 4 * cnt;
     uint8_t *raw = block(LOSSY_F32, cnt, weight, 7), *base = block(LOSSY_F32, cnt, weight, 8);
-    uint8_t *out = ut_xmalloc(n + GUARD);
+    uint8_t *out = ut_xmalloc(n + UT_GUARD);
     uint64_t h = hash_of(base, n);
     struct lossy_params p = {LOSSY_RESIDUAL, 4, 0.001f, NULL};
     struct enc e = encode_checked(LOSSY_F32, raw, base, n, &p);
@@ -631,6 +618,9 @@ START_TEST(test_wrong_base)
     p.kind = LOSSY_KMEANS; /* no base used: any base or none decodes */
     e = encode_checked(LOSSY_F32, raw, NULL, n, &p);
     ck_assert_int_eq(decode_copy(e.stored, e.len, base, 42, out, n), 0);
+    ck_assert(memcmp(out, e.recon, n) == 0);
+    memset(out, 0, n);
+    ck_assert_int_eq(decode_copy(e.stored, e.len, NULL, 0, out, n), 0);
     ck_assert(memcmp(out, e.recon, n) == 0);
     enc_free(&e);
     free(raw);
@@ -649,7 +639,7 @@ static void corrupt_one(int dt, int kind, size_t cnt, int every_byte)
     uint64_t h = hash_of(base, n), s = ut_seed(13);
     struct lossy_params p = {kind, 4, 0.01f, NULL};
     struct enc e = encode_checked(dt, raw, base, n, &p);
-    uint8_t *out = ut_xmalloc(n + GUARD), *bad = ut_xmalloc(e.len + 1);
+    uint8_t *out = ut_xmalloc(n + UT_GUARD), *bad = ut_xmalloc(e.len + 1);
     for (size_t l = 0; l < e.len; l += every_byte ? 1 : 1 + l / 16)
         ck_assert_int_eq(decode_copy(e.stored, l, base, h, out, n), -EIO);
     memcpy(bad, e.stored, e.len);
@@ -678,7 +668,7 @@ START_TEST(test_corrupt)
         corrupt_one(LOSSY_F16, kind, 30011, 0);
     }
     uint64_t s = ut_seed(14);
-    uint8_t *out = ut_xmalloc(4000 + GUARD), base[4000] = {0}, buf[2048];
+    uint8_t *out = ut_xmalloc(4000 + UT_GUARD), base[4000] = {0}, buf[2048];
     for (int t = 0; t < 2000; t++) {
         size_t len = ut_rand(&s) % sizeof buf;
         ut_fill_random(buf, len, (uint64_t)t);
@@ -846,7 +836,7 @@ START_TEST(test_closed_loop)
     for (int dt = LOSSY_BF16; dt <= LOSSY_F32; dt += 2) {
         size_t cnt = BIG, n = cnt * W[dt];
         uint8_t *w = block(dt, cnt, weight, 21), *prev_w = ut_xmalloc(n);
-        uint8_t *closed = ut_xmalloc(n), *open = ut_xmalloc(n), *out = ut_xmalloc(n + GUARD);
+        uint8_t *closed = ut_xmalloc(n), *open = ut_xmalloc(n), *out = ut_xmalloc(n + UT_GUARD);
         memcpy(closed, w, n); /* version 0 is stored lossless */
         memcpy(open, w, n);
         double ec[11], eo[11], sc = 0;

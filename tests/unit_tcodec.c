@@ -42,7 +42,6 @@
 
 #define KiB 1024u
 #define MiB (1u << 20)
-#define GUARD 64
 
 /* ---- small helpers ---- */
 
@@ -70,21 +69,7 @@ static uint16_t f32_to_bf16(float f)
 {
     uint32_t u;
     memcpy(&u, &f, 4);
-    u += 0x7FFF + ((u >> 16) & 1); /* round to nearest even (no NaN here) */
-    return (uint16_t)(u >> 16);
-}
-
-static void check_guard(const uint8_t *p, uint8_t v, const char *what)
-{
-    for (size_t i = 0; i < GUARD; i++)
-        ck_assert_msg(p[i] == v, "%s: guard byte %zu overwritten", what, i);
-}
-
-static size_t first_diff(const uint8_t *a, const uint8_t *b, size_t n)
-{
-    size_t i = 0;
-    while (i < n && a[i] == b[i]) i++;
-    return i;
+    return ut_bf16(u);
 }
 
 static void shuffle(uint8_t *p, size_t n, uint64_t seed)
@@ -184,11 +169,11 @@ static size_t huf_rt(const uint8_t *src, size_t n)
     }
     ck_assert_uint_ge(sz, 2);
     size_t cap = sz + 8; /* huf_encode needs 8 bytes of slack */
-    uint8_t *enc = ut_xmalloc(cap + GUARD);
-    memset(enc, 0xA5, cap + GUARD);
+    uint8_t *enc = ut_xmalloc(cap + UT_GUARD);
+    memset(enc, 0xA5, cap + UT_GUARD);
     size_t len = huf_encode(src, n, hist, enc, cap);
     ck_assert_msg(len > 0, "huf_encode n=%zu cap=%zu failed", n, cap);
-    check_guard(enc + cap, 0xA5, "huf_encode");
+    ut_check_guard(enc + cap, 0xA5, "huf_encode");
     ck_assert_msg(len <= sz && sz - len < 4, "n=%zu: huf_size %zu, real %zu", n, sz, len);
 
     int nsym = 0;
@@ -219,12 +204,12 @@ static size_t huf_rt(const uint8_t *src, size_t n)
 
     uint8_t *copy = ut_xmalloc(len);
     memcpy(copy, enc, len);
-    uint8_t *out = ut_xmalloc(n + GUARD);
-    memset(out, 0x5A, n + GUARD);
+    uint8_t *out = ut_xmalloc(n + UT_GUARD);
+    memset(out, 0x5A, n + UT_GUARD);
     ck_assert_int_eq(huf_decode(copy, len, out, n), 0);
-    size_t d = first_diff(out, src, n);
+    size_t d = ut_first_diff(out, src, n);
     ck_assert_msg(d == n, "huf n=%zu: first difference at %zu", n, d);
-    check_guard(out + n, 0x5A, "huf_decode");
+    ut_check_guard(out + n, 0x5A, "huf_decode");
     memset(out, 0x5A, n);
     ck_assert_msg(ref_huf_decode(copy, len, out, n) == 0, "n=%zu: format not as documented", n);
     ck_assert_msg(memcmp(out, src, n) == 0, "n=%zu: reference decoder disagrees", n);
@@ -524,18 +509,18 @@ START_TEST(test_huf_small_cap)
     uint32_t hist[256];
     huf_hist(p, n, hist);
     size_t sz = huf_size(hist, n);
-    uint8_t *e = ut_xmalloc(sz + 8 + GUARD);
+    uint8_t *e = ut_xmalloc(sz + 8 + UT_GUARD);
     size_t len = huf_encode(p, n, hist, e, sz + 8);
     ck_assert_uint_gt(len, 0);
     size_t caps[] = {0, 1, 2, HUF_HEADER, len / 2, len - 1, len};
     for (size_t i = 0; i < sizeof caps / sizeof caps[0]; i++) {
         if (caps[i] >= len + 8) continue;
-        memset(e, 0xA5, sz + 8 + GUARD);
+        memset(e, 0xA5, sz + 8 + UT_GUARD);
         size_t r = huf_encode(p, n, hist, e, caps[i]);
         if (caps[i] < len) ck_assert_uint_eq(r, 0);
         ck_assert_msg(r == 0 || r == len, "cap %zu: %zu", caps[i], r);
         /* Nothing written past cap. */
-        for (size_t j = caps[i]; j < sz + 8 + GUARD; j++)
+        for (size_t j = caps[i]; j < sz + 8 + UT_GUARD; j++)
             ck_assert_msg(e[j] == 0xA5, "cap %zu: byte %zu written", caps[i], j);
     }
     free(e);
@@ -564,11 +549,11 @@ static int huf_try(const uint8_t *src, size_t len, size_t n)
 {
     uint8_t *c = ut_xmalloc(len);
     if (len) memcpy(c, src, len);
-    uint8_t *out = ut_xmalloc(n + GUARD);
-    memset(out, 0x5A, n + GUARD);
+    uint8_t *out = ut_xmalloc(n + UT_GUARD);
+    memset(out, 0x5A, n + UT_GUARD);
     int rc = huf_decode(c, len, out, n);
     ck_assert_msg(rc == 0 || rc == -EIO, "huf_decode: rc %d", rc);
-    check_guard(out + n, 0x5A, "huf_decode (corrupt)");
+    ut_check_guard(out + n, 0x5A, "huf_decode (corrupt)");
     free(out);
     free(c);
     return rc;
@@ -675,7 +660,7 @@ START_TEST(test_huf_crafted)
     ck_assert_int_eq(huf_try(h, len, n), -EIO);
     for (int k = 0; k < 3; k++) put32(h + 129 + 4 * k, 2);
     len = HUF_HEADER + 8;
-    uint8_t out[64 + GUARD];
+    uint8_t out[64 + UT_GUARD];
     {
         uint8_t *c = ut_xmalloc(len);
         memcpy(c, h, len);
@@ -922,11 +907,11 @@ static struct tc_res tc_rt(const uint8_t *raw, size_t n, unsigned width, int is_
     struct tc_res r = {0, -1, {0}};
     size_t cap = tc_bound(n);
     ck_assert_uint_ge(cap, n);
-    uint8_t *dst = ut_xmalloc(cap + GUARD);
-    memset(dst, 0xA5, cap + GUARD);
+    uint8_t *dst = ut_xmalloc(cap + UT_GUARD);
+    memset(dst, 0xA5, cap + UT_GUARD);
     uint64_t h = base ? XXH3_64bits(base, n) : 0;
     ck_assert_int_eq(tc_encode(raw, n, width, is_float, base, h, o, dst, cap, &r.len, &r.mode), 0);
-    check_guard(dst + cap, 0xA5, "tc_encode");
+    ut_check_guard(dst + cap, 0xA5, "tc_encode");
     ck_assert_uint_le(r.len, cap);
     ck_assert_uint_ge(r.len, 4);
     unsigned w = eff_width(width, n);
@@ -951,13 +936,13 @@ static struct tc_res tc_rt(const uint8_t *raw, size_t n, unsigned width, int is_
 
     uint8_t *st = ut_xmalloc(r.len);
     memcpy(st, dst, r.len);
-    uint8_t *out = ut_xmalloc(n + GUARD);
-    memset(out, 0x5A, n + GUARD);
+    uint8_t *out = ut_xmalloc(n + UT_GUARD);
+    memset(out, 0x5A, n + UT_GUARD);
     ck_assert_int_eq(tc_decode(st, r.len, base, h, out, n), 0);
-    size_t d = first_diff(out, raw, n);
+    size_t d = ut_first_diff(out, raw, n);
     ck_assert_msg(d == n, "n=%zu w=%u float=%d mode %d: first difference at byte %zu", n, width,
                   is_float, r.mode, d);
-    check_guard(out + n, 0x5A, "tc_decode");
+    ut_check_guard(out + n, 0x5A, "tc_decode");
     if (r.mode != TC_STANDALONE) {
         ck_assert_int_eq(tc_decode(st, r.len, NULL, h, out, n), -EIO);
         ck_assert_int_eq(tc_decode(st, r.len, base, h ^ 1, out, n), -EIO);
@@ -967,7 +952,7 @@ static struct tc_res tc_rt(const uint8_t *raw, size_t n, unsigned width, int is_
         ck_assert_int_eq(tc_decode(st, r.len, NULL, 0, out, n), 0);
         ck_assert(memcmp(out, raw, n) == 0);
     }
-    check_guard(out + n, 0x5A, "tc_decode (no base)");
+    ut_check_guard(out + n, 0x5A, "tc_decode (no base)");
     free(out);
     free(st);
     free(dst);
@@ -1309,7 +1294,7 @@ START_TEST(test_tc_handmade_ulp)
         {0x7FC00000, -0x7FC00000 + 0x3F800000, 0x3F800000}, /* NaN -> 1.0 */
     };
     size_t cnt = sizeof c / sizeof c[0], n = 4 * cnt;
-    uint8_t base[4 * 32], out[4 * 32 + GUARD];
+    uint8_t base[4 * 32], out[4 * 32 + UT_GUARD];
     for (size_t i = 0; i < cnt; i++) wrw(base + 4 * i, 4, c[i].base);
     uint64_t h = XXH3_64bits(base, n);
     size_t len = 12 + 4 * (5 + cnt);
@@ -1334,7 +1319,7 @@ START_TEST(test_tc_handmade_ulp)
     for (size_t i = 0; i < cnt; i++)
         ck_assert_msg(rdw(out + 4 * i, 4) == c[i].want, "case %zu: %#x + %d ulp: got %#llx want %#x",
                       i, c[i].base, c[i].d, (unsigned long long)rdw(out + 4 * i, 4), c[i].want);
-    check_guard(out + n, 0x5A, "handmade");
+    ut_check_guard(out + n, 0x5A, "handmade");
     /* Encoding the result against the base reproduces these planes. */
     struct tc_opts o = {TC_DELTA_ULP, 1};
     tc_rt(out, n, 4, 1, base, &o);
@@ -1506,11 +1491,11 @@ static int tc_try(const uint8_t *src, size_t len, const uint8_t *base, uint64_t 
 {
     uint8_t *c = ut_xmalloc(len);
     if (len) memcpy(c, src, len);
-    uint8_t *out = ut_xmalloc(n + GUARD);
-    memset(out, 0x5A, n + GUARD);
+    uint8_t *out = ut_xmalloc(n + UT_GUARD);
+    memset(out, 0x5A, n + UT_GUARD);
     int rc = tc_decode(c, len, base, h, out, n);
     ck_assert_msg(rc == 0 || rc == -EIO, "tc_decode rc %d", rc);
-    check_guard(out + n, 0x5A, "tc_decode (corrupt)");
+    ut_check_guard(out + n, 0x5A, "tc_decode (corrupt)");
     free(out);
     free(c);
     return rc;
@@ -1652,7 +1637,7 @@ START_TEST(test_tc_handmade_sparse)
 {
     /* 20 u16 integer elements, elements 3 and 17 changed: +5 and -1 (ulp). */
     size_t cnt = 20, n = 2 * cnt;
-    uint8_t base[40], out[40 + GUARD];
+    uint8_t base[40], out[40 + UT_GUARD];
     for (size_t i = 0; i < cnt; i++) wrw(base + 2 * i, 2, 1000 + 37 * i);
     uint64_t h = XXH3_64bits(base, n);
     uint8_t st[64];
@@ -1683,7 +1668,7 @@ START_TEST(test_tc_handmade_sparse)
         uint64_t want = 1000 + 37 * i + (i == 3 ? 5 : 0) - (i == 17 ? 1 : 0);
         ck_assert_uint_eq(rdw(out + 2 * i, 2), want);
     }
-    check_guard(out + n, 0x5A, "sparse");
+    ut_check_guard(out + n, 0x5A, "sparse");
     /* Count and mask disagree, or mask bits past the end: -EIO. */
     put32(st + 12, 3);
     ck_assert_int_eq(tc_decode(st, off, base, h, out, n), -EIO);

@@ -54,10 +54,16 @@ static inline void ut_newdir(char *path)
     ck_assert_msg(mkdtemp(path) != NULL, "mkdtemp under %s failed", ut_root);
 }
 
+/* A nonzero state for ut_rand (xorshift sticks at 0) from any seed. */
+static inline uint64_t ut_seed(uint64_t seed)
+{
+    return seed * 0x9E3779B97F4A7C15ull + 0x2545F4914F6CDD1Dull;
+}
+
 /* Deterministic xorshift64* bytes: the same seed always gives the same data. */
 static inline void ut_fill_random(void *buf, size_t len, uint64_t seed)
 {
-    uint64_t x = seed * 0x9E3779B97F4A7C15ull + 0x2545F4914F6CDD1Dull;
+    uint64_t x = ut_seed(seed);
     uint8_t *p = buf;
     for (size_t i = 0; i < len; i++) {
         if (i % 8 == 0) {
@@ -78,12 +84,6 @@ static inline uint64_t ut_rand(uint64_t *s)
     return *s;
 }
 
-/* A nonzero state for ut_rand (xorshift sticks at 0) from any seed. */
-static inline uint64_t ut_seed(uint64_t seed)
-{
-    return seed * 0x9E3779B97F4A7C15ull + 0x2545F4914F6CDD1Dull;
-}
-
 /* Uniform in (0, 1]. */
 static inline double ut_unif(uint64_t *s)
 {
@@ -95,6 +95,30 @@ static inline double ut_gauss(uint64_t *s)
 {
     double u = ut_unif(s), v = ut_unif(s);
     return sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v);
+}
+
+/* Bytes past a buffer that a call must leave alone. */
+#define UT_GUARD 64
+
+static inline void ut_check_guard(const uint8_t *p, uint8_t v, const char *what)
+{
+    for (size_t i = 0; i < UT_GUARD; i++)
+        ck_assert_msg(p[i] == v, "%s: guard byte %zu overwritten", what, i);
+}
+
+/* Index of the first byte where a[0..n) and b[0..n) differ; n if none. */
+static inline size_t ut_first_diff(const uint8_t *a, const uint8_t *b, size_t n)
+{
+    size_t i = 0;
+    while (i < n && a[i] == b[i]) i++;
+    return i;
+}
+
+/* fp32 bits rounded to bf16, nearest even (NaN and infinities truncated). */
+static inline uint16_t ut_bf16(uint32_t f)
+{
+    if ((f >> 23 & 0xff) == 0xff) return (uint16_t)(f >> 16);
+    return (uint16_t)((f + 0x7fff + (f >> 16 & 1)) >> 16);
 }
 
 static inline void *ut_xmalloc(size_t n)
@@ -143,6 +167,7 @@ static inline uint8_t *ut_safetensors(const struct ut_tensor *t, size_t n, size_
                       "%s\"%s\":{\"dtype\":\"%s\",\"shape\":[%zu],\"data_offsets\":[%zu,%zu]}",
                       i ? "," : "{", t[i].name, t[i].dtype, t[i].bytes / t[i].width, at,
                       at + t[i].bytes);
+    ck_assert_int_lt(h, (int)sizeof hdr - 8);
     hdr[h++] = '}';
     while (h % 8) hdr[h++] = ' ';
     *data_off = 8 + (size_t)h;

@@ -44,7 +44,6 @@ for i in $(seq 1 $NW); do
 done
 
 log "2 concurrent readers of one file"
-sync
 drop_caches
 want=$(sha256sum <"$REF/w1")
 pids=()

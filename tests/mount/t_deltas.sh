@@ -14,14 +14,10 @@ set -euo pipefail
 # shellcheck source=tests/lib.sh
 . "$TESTLIB"
 
-PY=/usr/bin/python3
-TRAIN=$(cd "$(dirname "$TESTLIB")/.." && pwd)/scripts/train.py
 need_torch
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 
 log "training a tiny model natively"
-"$PY" "$TRAIN" --tiny --out "$REF/run" --steps 40 --save-every 10 --eval-iters 0 \
-    >"$T/train.log" 2>&1 || { cat "$T/train.log"; fail "train.py failed"; }
+train "the native run" --tiny --out "$REF/run" --steps 40 --save-every 10 --eval-iters 0
 ckpts=$(cd "$REF/run" && ls -d checkpoint-* | sort -t- -k2 -n)
 [ "$(echo "$ckpts" | wc -l)" -ge 4 ] || fail "expected 4 checkpoints, got: $ckpts"
 

@@ -14,7 +14,6 @@ rand_file "$REF/odd" $((3 * MIB + 1234))
 mount_fs
 cp "$REF/m" "$MNT/m"
 cp "$REF/odd" "$MNT/odd"
-sync
 drop_caches
 
 log "read-only mappings"

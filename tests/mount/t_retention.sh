@@ -143,15 +143,11 @@ view_exact()
 # store_clean: fsck and verify exit 0 and report no problem.
 store_clean()
 {
-    local out rc=0
-    out=$("$CKPTCTL" fsck --json "$STORE") || rc=$?
-    [ "$rc" -eq 0 ] || fail "$1: ckptctl fsck exited $rc: $out"
-    [ "$(json_field "$out" found)" -eq 0 ] || fail "$1: ckptctl fsck found problems: $out"
-    rc=0
-    out=$("$CKPTCTL" verify --json "$STORE") || rc=$?
-    [ "$rc" -eq 0 ] || fail "$1: ckptctl verify exited $rc: $out"
-    [ "$(json_field "$out" bad)" -eq 0 ] || fail "$1: ckptctl verify found bad blocks: $out"
-    [ "$(json_field "$out" blocks)" -gt 0 ] || fail "$1: ckptctl verify checked no block: $out"
+    expect_status 0 "$1: ckptctl fsck" "$CKPTCTL" fsck --json "$STORE"
+    [ "$(json_field "$OUT" found)" -eq 0 ] || fail "$1: ckptctl fsck found problems: $OUT"
+    expect_status 0 "$1: ckptctl verify" "$CKPTCTL" verify --json "$STORE"
+    [ "$(json_field "$OUT" bad)" -eq 0 ] || fail "$1: ckptctl verify found bad blocks: $OUT"
+    [ "$(json_field "$OUT" blocks)" -gt 0 ] || fail "$1: ckptctl verify checked no block: $OUT"
 }
 
 # sql STATEMENT...: run SQL on meta.db (store unmounted); prints rows.
@@ -246,12 +242,8 @@ same_file "$MNT/after-prune" "$REF/after-prune"
 
 log "gc and fsck --repair refuse a mounted store"
 packs0=$(stats_field pack_bytes)
-rc=0
-"$CKPTCTL" gc --grace 0 "$STORE" >/dev/null 2>&1 || rc=$?
-[ "$rc" -eq 4 ] || fail "gc of a mounted store exited $rc, want 4"
-rc=0
-"$CKPTCTL" fsck --repair "$STORE" >/dev/null 2>&1 || rc=$?
-[ "$rc" -eq 4 ] || fail "fsck --repair of a mounted store exited $rc, want 4"
+expect_status 4 "gc of a mounted store" "$CKPTCTL" gc --grace 0 "$STORE"
+expect_status 4 "fsck --repair of a mounted store" "$CKPTCTL" fsck --repair "$STORE"
 [ "$(stats_field pack_bytes)" -eq "$packs0" ] || fail "the refused gc changed the packs"
 umount_fs
 
@@ -378,16 +370,14 @@ disk=$(find "$STORE/packs" -name '*.pack' -printf '%s\n' | awk '{ s += $1 } END 
 log "fsck: a wrong reference count"
 victim=$(sql "SELECT min(id) FROM chunk WHERE refs > 0")
 sql "UPDATE chunk SET refs = refs + 1 WHERE id = $victim"
-rc=0
-out=$("$CKPTCTL" fsck --json "$STORE") || rc=$?
-[ "$rc" -eq 3 ] || fail "fsck of a store with a wrong refcount exited $rc, want 3: $out"
+expect_status 3 "fsck of a store with a wrong refcount" "$CKPTCTL" fsck --json "$STORE"
+out=$OUT
 case $out in
     *"chunk $victim: refs"*) ;;
     *) fail "fsck does not report chunk $victim's refcount: $out" ;;
 esac
-rc=0
-out=$("$CKPTCTL" fsck --json --repair "$STORE") || rc=$?
-[ "$rc" -eq 0 ] || fail "fsck --repair exited $rc: $out"
+expect_status 0 "fsck --repair" "$CKPTCTL" fsck --json --repair "$STORE"
+out=$OUT
 [ "$(json_field "$out" found)" -ge 1 ] || fail "fsck --repair found nothing to repair: $out"
 [ "$(json_field "$out" remaining)" -eq 0 ] || fail "fsck --repair did not fix the refcount: $out"
 want=$(sql "SELECT (SELECT count(*) FROM extent WHERE chunk = $victim) + (SELECT count(*) FROM chunk WHERE base = $victim AND refs > 0)")
@@ -399,9 +389,8 @@ log "fsck: a block whose pack record is not where meta.db says"
 victim=$(sql "SELECT e.chunk FROM inode i JOIN extent e ON e.ver = i.ver WHERE i.ino = (SELECT ino FROM dentry WHERE parent = 1 AND name = CAST('f' AS BLOB)) ORDER BY e.off LIMIT 1")
 [ -n "$victim" ] || fail "no block of /f found in meta.db"
 sql "UPDATE chunk SET off = off + 8 WHERE id = $victim"
-rc=0
-out=$("$CKPTCTL" fsck --json "$STORE") || rc=$?
-[ "$rc" -eq 3 ] || fail "fsck with a block's record moved away exited $rc, want 3: $out"
+expect_status 3 "fsck with a block's record moved away" "$CKPTCTL" fsck --json "$STORE"
+out=$OUT
 case $out in
     *"no valid pack record"*) ;;
     *) fail "fsck does not report the missing pack record: $out" ;;
@@ -429,9 +418,8 @@ with open(sys.argv[1], "r+b") as f:
 PY
 }
 flip
-rc=0
-out=$("$CKPTCTL" verify "$STORE" 2>&1) || rc=$?
-[ "$rc" -eq 3 ] || fail "verify of a store with a flipped bit exited $rc, want 3: $out"
+expect_status 3 "verify of a store with a flipped bit" "$CKPTCTL" verify "$STORE"
+out="$OUT $ERR"
 case $out in
     *"bad block $victim:"*) ;;
     *) fail "verify does not name the damaged block $victim: $out" ;;
@@ -463,7 +451,7 @@ log "import a directory tree into the unmounted store"
 src=$T/import-src
 mkdir -p "$src/run/checkpoint-7/sub"
 cp "$REF/ckpt.3" "$src/run/checkpoint-7/model.safetensors"
-head -c 300000 /dev/urandom >"$src/run/checkpoint-7/sub/blob"
+rand_file "$src/run/checkpoint-7/sub/blob" 300000
 ln -s model.safetensors "$src/run/checkpoint-7/link"
 touch -d '2020-01-02 03:04:05' "$src/run/checkpoint-7/sub/blob" "$src/run/checkpoint-7"
 out=$("$CKPTCTL" import --json "$STORE" "$src" /imported) || fail "ckptctl import failed: $out"
@@ -471,9 +459,8 @@ out=$("$CKPTCTL" import --json "$STORE" "$src" /imported) || fail "ckptctl impor
     fail "import reports $out, want 2 files and 1 symlink"
 "$CKPTCTL" cat "$STORE" /imported/run/checkpoint-7/model.safetensors | cmp - "$REF/ckpt.3" ||
     fail "an imported file does not cat back byte-exact"
-rc=0
-"$CKPTCTL" import "$STORE" "$src" /imported >/dev/null 2>&1 || rc=$?
-[ "$rc" -eq 1 ] || fail "importing over existing names exits $rc, want 1 (never overwrite)"
+expect_status 1 "importing over existing names (never overwrite)" \
+    "$CKPTCTL" import "$STORE" "$src" /imported
 store_clean "after import"
 mount_fs
 diff -r --no-dereference "$src" "$MNT/imported" || fail "the imported tree differs from its source"
@@ -481,7 +468,5 @@ diff -r --no-dereference "$src" "$MNT/imported" || fail "the imported tree diffe
     fail "import did not keep a file's mtime"
 [ "$(stat -c %Y "$MNT/imported/run/checkpoint-7")" = "$(stat -c %Y "$src/run/checkpoint-7")" ] ||
     fail "import did not keep a directory's mtime"
-rc=0
-"$CKPTCTL" import "$STORE" "$src" /again >/dev/null 2>&1 || rc=$?
-[ "$rc" -eq 4 ] || fail "import into a mounted store exits $rc, want 4"
+expect_status 4 "import into a mounted store" "$CKPTCTL" import "$STORE" "$src" /again
 umount_fs

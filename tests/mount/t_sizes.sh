@@ -57,7 +57,6 @@ verify_all()
 
 verify_all "same mount"
 # Drop the kernel page cache so reads go to the daemon.
-sync
 drop_caches
 verify_all "after drop_caches"
 
