@@ -172,6 +172,21 @@ static int have_space(int fd, uint64_t need, uint64_t reserve)
     return avail < need + reserve ? -ENOSPC : 0;
 }
 
+/* Write-behind for an append that moved fd's end from `from` to `to`. Errors
+** are ignored: pack_sync still makes everything durable and reports them. */
+static void write_behind(const packset *ps, int fd, uint64_t from, uint64_t to)
+{
+    uint64_t w = ps->o.behind_bytes;
+    if (!w || from / w == to / w) return;
+    uint64_t k = to / w; /* windows below k are fully reserved */
+    sync_file_range(fd, (off_t)((k - 1) * w), (off_t)w, SYNC_FILE_RANGE_WRITE);
+    if (k < 2) return;
+    off_t prev = (off_t)((k - 2) * w);
+    sync_file_range(fd, prev, (off_t)w, SYNC_FILE_RANGE_WAIT_BEFORE |
+                    SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER);
+    posix_fadvise(fd, prev, (off_t)w, POSIX_FADV_DONTNEED);
+}
+
 int pack_append(packset *ps, const struct pack_rec *r, const void *stored,
                 uint32_t *pack_id, uint64_t *off)
 {
@@ -206,6 +221,7 @@ int pack_append(packset *ps, const struct pack_rec *r, const void *stored,
         free(tmp);
         if (rc < 0) return rc;
     }
+    write_behind(ps, fd, at, at + len);
     *pack_id = id;
     *off = at;
     return 0;

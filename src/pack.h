@@ -55,6 +55,7 @@ typedef struct packset packset;
 struct pack_opts {
     uint64_t max_pack_bytes; /* start a new pack beyond this size */
     uint64_t reserve_bytes;  /* refuse appends (ENOSPC) below this much free disk */
+    uint64_t behind_bytes;   /* write-behind window (0: off); see pack_append */
     int readonly;
 };
 
@@ -65,7 +66,12 @@ void pack_close(packset *ps);
 
 /* Append one record: header built from r, payload stored[0..r->stored_len).
 ** Sets *pack_id and *off (the record's offset within its pack). Thread-safe;
-** concurrent appends write in parallel. Not durable until pack_sync. */
+** concurrent appends write in parallel. Not durable until pack_sync.
+** Write-behind: each time the pack grows past a multiple of behind_bytes,
+** writeback of the window just filled is started and the window before it
+** is waited for and dropped from the page cache. Pack bytes are read back
+** rarely (decoded blocks are cached above), so this bounds the dirty and
+** cached pack data to two windows and leaves little for pack_sync. */
 int pack_append(packset *ps, const struct pack_rec *r, const void *stored,
                 uint32_t *pack_id, uint64_t *off);
 

@@ -26,6 +26,7 @@ void store_default_opts(struct store_opts *o)
         .cache_bytes = 64 << 20,
         .reserve_bytes = 64 << 20,
         .max_pack_bytes = 1ull << 30,
+        .behind_bytes = 16 << 20,
     };
 }
 
@@ -57,7 +58,8 @@ static int open_parts(struct store *st)
     CK_TRY(fsmeta_open(p, o->readonly, getuid(), getgid(), &st->meta));
     snprintf(p, sizeof p, "%s/packs", st->path);
     struct pack_opts po = {.max_pack_bytes = o->max_pack_bytes,
-                           .reserve_bytes = o->reserve_bytes, .readonly = !rw};
+                           .reserve_bytes = o->reserve_bytes,
+                           .behind_bytes = o->behind_bytes, .readonly = !rw};
     CK_TRY(pack_open(p, &po, &st->packs));
     return bcache_create(o->cache_bytes, &st->cache);
 }

@@ -34,6 +34,7 @@ struct store_opts {
     size_t cache_bytes;      /* decoded block cache (default 64 MiB) */
     uint64_t reserve_bytes;  /* free disk kept back for metadata (default 64 MiB) */
     uint64_t max_pack_bytes; /* pack size before a new one starts (default 1 GiB) */
+    uint64_t behind_bytes;   /* pack write-behind window (default 16 MiB; 0 off) */
     int readonly;            /* tools: no lock, no writes */
     int shared;              /* tools beside a live mount: metadata writable
                                 through SQLite; no lock, packs read-only */

@@ -18,6 +18,9 @@
 #include "unit_util.h"
 
 #include <pthread.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#include <fcntl.h>
 #include <xxhash.h>
 
 static const struct pack_opts big_opts = {.max_pack_bytes = 1ull << 30, .reserve_bytes = 0};
@@ -190,6 +193,56 @@ START_TEST(test_append_read)
     pack_close(ps);
     for (int i = 0; i < N; i++) free(x[i].data);
     free(y.data);
+}
+END_TEST
+
+/* Resident pages of file f in [off, off + len). */
+static size_t resident(const char *f, size_t off, size_t len)
+{
+    int fd = open(f, O_RDONLY);
+    ck_assert_int_ge(fd, 0);
+    uint8_t *m = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, (off_t)off);
+    ck_assert(m != MAP_FAILED);
+    size_t pg = (size_t)sysconf(_SC_PAGESIZE), n = (len + pg - 1) / pg, r = 0;
+    unsigned char *v = ut_xmalloc(n);
+    ck_assert_int_eq(mincore(m, len, v), 0);
+    for (size_t i = 0; i < n; i++) r += v[i] & 1;
+    free(v);
+    munmap(m, len);
+    close(fd);
+    return r;
+}
+
+/* Write-behind: once the pack is two windows past a window, that window is
+** on disk and out of the page cache; without it the pages stay. Either way
+** every record reads back. */
+START_TEST(test_write_behind)
+{
+    enum { W = 256 << 10, N = 40, LEN = 64 << 10 };
+    for (int behind = 0; behind <= 1; behind++) {
+        char dir[128], pdir[160], f[200];
+        ut_newdir(dir);
+        packs_path(pdir, dir);
+        struct pack_opts o = big_opts;
+        o.behind_bytes = behind ? W : 0;
+        packset *ps;
+        ck_assert_int_eq(pack_open(pdir, &o, &ps), 0);
+        struct rec x[N];
+        for (int i = 0; i < N; i++) {
+            make_rec(&x[i], LEN, (uint64_t)i + 1);
+            append_rec(ps, &x[i]);
+        }
+        pack_file(f, dir, 1);
+        size_t r = resident(f, 0, W);
+        if (behind)
+            ck_assert_msg(r == 0, "%zu pages of the first window still cached", r);
+        else
+            ck_assert_msg(r > 0, "no page cached without write-behind");
+        for (int i = 0; i < N; i++) check_read(ps, &x[i]);
+        ck_assert_int_eq(pack_sync(ps, 1), 0);
+        pack_close(ps);
+        for (int i = 0; i < N; i++) free(x[i].data);
+    }
 }
 END_TEST
 
@@ -709,6 +762,7 @@ int main(void)
     tcase_add_test(tc, test_enospc);
     tcase_add_test(tc, test_readonly);
     tcase_add_test(tc, test_sync);
+    tcase_add_test(tc, test_write_behind);
     tcase_add_test(tc, test_concurrent_append);
     suite_add_tcase(s, tc);
     return ut_run(s);
