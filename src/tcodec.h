@@ -2,7 +2,7 @@
 ** tcodec.h: the lossless tensor block codec. A pure layer: no files, no SQL.
 **
 ** A block of a tensor (elements of width 1, 2, 4 or 8 bytes) is stored in
-** one of three modes, whichever is estimated smallest:
+** one of four modes, whichever is smallest:
 **
 **   standalone   each element transformed (floats rotated left by one bit so
 **                the exponent fills the top byte and the sign joins the
@@ -12,6 +12,11 @@
 **                ordered integers ("ulp distance"), zigzagged; or their XOR
 **   sparse delta a bitmask of the elements that changed, then the deltas of
 **                only those elements
+**   grouped      a delta (ulp or XOR) of floats of 2+ bytes, 16 KiB or more,
+**                its elements sorted by the exponent byte of their base value
+**                into up to 16 ranges, each coded dense or sparse on its own:
+**                how many ulps a step moves a value depends on its magnitude,
+**                so each range gets the tables that fit it
 **
 ** Each byte plane is then a byte stream (bstream.h): stored raw, Huffman
 ** coded, zstd coded (for planes that are mostly one byte, which zstd's runs
@@ -20,7 +25,7 @@
 **
 ** Stored form (all integers little-endian):
 **
-**   byte 0      mode: 0 standalone, 1 dense delta, 2 sparse delta
+**   byte 0      mode: 0 standalone, 1 dense delta, 2 sparse delta, 3 grouped
 **   byte 1      element width w: 1, 2, 4 or 8
 **   byte 2      flags: bit 0 float transform, bit 1 XOR delta (else ulp)
 **   byte 3      0
@@ -33,6 +38,18 @@
 **                 u8 codec (0 raw, 1 huffman, 2 zstd, 3 constant),
 **                 u32 stored length, then the stored bytes (bstream.h)
 **
+** A grouped block has, after the hash, in place of the count, mask and
+** planes:
+**
+**   u8 G        number of groups, 1 to 16
+**   G-1 bytes   strictly increasing: the first exponent byte of groups 1..G-1
+**               (the exponent byte of a value is the top byte of its rotated
+**               form; group 0 starts at 0)
+**   G bodies    group g holds the elements whose base's exponent byte falls
+**               in its range, in element order: u8 1 (dense) then w planes,
+**               or u8 2 (sparse) then the count, mask and planes as above,
+**               over the group's elements only
+**
 ** Blocks whose length is not a multiple of w are coded with w = 1.
 */
 #ifndef CKPT_TCODEC_H
@@ -41,12 +58,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum tc_mode { TC_STANDALONE = 0, TC_DENSE = 1, TC_SPARSE = 2 };
+enum tc_mode { TC_STANDALONE = 0, TC_DENSE = 1, TC_SPARSE = 2, TC_GROUPED = 3 };
 enum tc_delta { TC_DELTA_BEST = 0, TC_DELTA_ULP = 1, TC_DELTA_XOR = 2 };
 
 struct tc_opts {
     int delta;      /* enum tc_delta: which delta transforms to consider */
     int no_sparse;  /* never choose the sparse mode (for measurements) */
+    int no_group;   /* never choose the grouped mode (for measurements) */
 };
 
 /* Capacity the destination of tc_encode needs for n raw bytes. */

@@ -399,10 +399,11 @@ static void speed_rows(const char *first_series, const char *last_series)
         static const struct {
             const char *name;
             struct tc_opts o;
-        } kinds[] = {{"best of all", {TC_DELTA_BEST, 0}},
-                     {"ulp only", {TC_DELTA_ULP, 0}},
-                     {"XOR only", {TC_DELTA_XOR, 0}},
-                     {"ulp, no sparse", {TC_DELTA_ULP, 1}}};
+        } kinds[] = {{"best of all", {TC_DELTA_BEST, 0, 0}},
+                     {"best, no grouping", {TC_DELTA_BEST, 0, 1}},
+                     {"ulp only", {TC_DELTA_ULP, 0, 0}},
+                     {"XOR only", {TC_DELTA_XOR, 0, 0}},
+                     {"ulp, no sparse", {TC_DELTA_ULP, 1, 0}}};
         for (size_t k = 0; l1 == l2 && k < sizeof kinds / sizeof kinds[0]; k++) {
             struct speed d = time_tc(b2, b1, l2 - l2 % 2, &kinds[k].o);
             printf("speed\ttcodec delta, %s\t%.3f\t%.2f\t%.2f\n", kinds[k].name, d.ratio,

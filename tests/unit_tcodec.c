@@ -835,46 +835,45 @@ static size_t parse_plane(const uint8_t *p, size_t avail, uint8_t *out, size_t c
     return 5 + l;
 }
 
-/* Parse a stored block by the format in tcodec.h and compare every plane
-** value with the reference transform of raw (against base). codecs[] gets
-** the codec of the mask plane (sparse) then of each value plane; -1 unused. */
-static void verify_format(const uint8_t *st, size_t len, const uint8_t *raw, const uint8_t *base,
-                          size_t n, unsigned w, int codecs[9])
+/* A dense or sparse body at st+*off over the elements idx[0..m) (mode
+** TC_DENSE or TC_SPARSE): parse it and compare every value with the
+** reference transform of raw against base. codecs[] gets the codec of the
+** mask plane (sparse) then of each value plane. */
+static void verify_body(const uint8_t *st, size_t len, size_t *off, int mode, int flags,
+                        const uint8_t *raw, const uint8_t *base, const size_t *idx, size_t m,
+                        unsigned w, int codecs[9])
 {
-    for (int i = 0; i < 9; i++) codecs[i] = -1;
-    int mode = st[0], flags = st[2];
-    size_t cnt = n / w, off = 4, c = cnt;
-    ck_assert_int_le(flags, 3);
+    size_t c = m;
     uint8_t *mask = NULL;
-    if (mode != TC_STANDALONE) off = 12;
     if (mode == TC_SPARSE) {
-        c = get32(st + off);
-        off += 4;
-        size_t mb = (cnt + 7) / 8;
-        mask = ut_xmalloc(mb);
-        off += parse_plane(st + off, len - off, mask, mb, &codecs[0]);
+        ck_assert_uint_ge(len - *off, 4);
+        c = get32(st + *off);
+        *off += 4;
+        size_t mb = (m + 7) / 8;
+        mask = ut_xmalloc(mb + 1);
+        *off += parse_plane(st + *off, len - *off, mask, mb, &codecs[0]);
         size_t pop = 0;
-        for (size_t i = 0; i < cnt; i++) {
-            int bit = (mask[i / 8] >> (i % 8)) & 1;
+        for (size_t t = 0; t < m; t++) {
+            size_t i = idx[t];
+            int bit = (mask[t / 8] >> (t % 8)) & 1;
             pop += (size_t)bit;
-            if (bit != (rdw(raw + w * i, w) != rdw(base + w * i, w))) {
-                ck_abort_msg("mask bit %zu is %d", i, bit);
-            }
+            if (bit != (rdw(raw + w * i, w) != rdw(base + w * i, w)))
+                ck_abort_msg("mask bit %zu (element %zu) is %d", t, i, bit);
         }
         ck_assert_uint_eq(pop, c);
-        if (cnt % 8) ck_assert_uint_eq(mask[cnt / 8] >> (cnt % 8), 0);
+        if (m % 8) ck_assert_uint_eq(mask[m / 8] >> (m % 8), 0);
     }
     uint8_t *pl = ut_xmalloc(w * c + 1);
     for (unsigned k = 0; k < w; k++)
-        off += parse_plane(st + off, len - off, pl + k * c, c, &codecs[1 + k]);
-    ck_assert_uint_eq(off, len);
+        *off += parse_plane(st + *off, len - *off, pl + k * c, c, &codecs[1 + k]);
     size_t j = 0;
-    for (size_t i = 0; i < cnt; i++) {
-        if (mask && !((mask[i / 8] >> (i % 8)) & 1)) continue;
+    for (size_t t = 0; t < m; t++) {
+        if (mask && !((mask[t / 8] >> (t % 8)) & 1)) continue;
+        size_t i = idx[t];
         uint64_t v = 0;
         for (unsigned k = 0; k < w; k++) v |= (uint64_t)pl[k * c + j] << (8 * k);
         uint64_t x = rdw(raw + w * i, w), b = base ? rdw(base + w * i, w) : 0;
-        uint64_t want = ref_value(mode, flags, x, b, w);
+        uint64_t want = ref_value(mode == TC_STANDALONE ? mode : TC_DENSE, flags, x, b, w);
         if (v != want)
             ck_abort_msg("mode %d flags %d w %u elem %zu: x %#llx b %#llx: plane value %#llx, "
                          "want %#llx", mode, flags, w, i, (unsigned long long)x,
@@ -884,6 +883,49 @@ static void verify_format(const uint8_t *st, size_t len, const uint8_t *raw, con
     ck_assert_uint_eq(j, c);
     free(pl);
     free(mask);
+}
+
+/* How many grouped blocks verify_format saw. */
+static unsigned long grouped_seen;
+
+/* Parse a stored block by the format in tcodec.h and compare every plane
+** value with the reference transform of raw (against base). codecs[] gets
+** the codec of the mask plane (sparse) then of each value plane; -1 unused
+** (for a grouped block: those of its last group). */
+static void verify_format(const uint8_t *st, size_t len, const uint8_t *raw, const uint8_t *base,
+                          size_t n, unsigned w, int codecs[9])
+{
+    for (int i = 0; i < 9; i++) codecs[i] = -1;
+    int mode = st[0], flags = st[2];
+    size_t cnt = n / w, off = mode == TC_STANDALONE ? 4 : 12;
+    ck_assert_int_le(flags, 3);
+    size_t *idx = ut_xmalloc((cnt + 1) * sizeof *idx);
+    if (mode != TC_GROUPED) {
+        for (size_t i = 0; i < cnt; i++) idx[i] = i;
+        verify_body(st, len, &off, mode, flags, raw, base, idx, cnt, w, codecs);
+    } else {
+        grouped_seen++;
+        ck_assert_uint_ge(len, off + 1);
+        unsigned g = st[off++];
+        ck_assert(g >= 1 && g <= 16 && (flags & 1) && w >= 2);
+        const uint8_t *bnd = st + off;
+        off += g - 1;
+        for (unsigned k = 0; k < g; k++) {
+            unsigned lo = k ? bnd[k - 1] : 0, hi = k + 1 < g ? bnd[k] : 256;
+            ck_assert_uint_lt(lo, hi);
+            size_t m = 0;
+            for (size_t i = 0; i < cnt; i++) {
+                unsigned e = (unsigned)(ref_rotl(rdw(base + w * i, w), w) >> (8 * w - 8));
+                if (e >= lo && e < hi) idx[m++] = i;
+            }
+            ck_assert_uint_lt(off, len);
+            int sub = st[off++];
+            ck_assert(sub == TC_DENSE || sub == TC_SPARSE);
+            verify_body(st, len, &off, sub, flags, raw, base, idx, m, w, codecs);
+        }
+    }
+    ck_assert_uint_eq(off, len);
+    free(idx);
 }
 
 static unsigned eff_width(unsigned width, size_t n)
@@ -920,7 +962,7 @@ static struct tc_res tc_rt(const uint8_t *raw, size_t n, unsigned width, int is_
     ck_assert_uint_eq(dst[2] & 1, is_float && w == width ? 1 : 0);
     ck_assert_uint_eq(dst[2] & ~3u, 0);
     ck_assert_uint_eq(dst[3], 0);
-    ck_assert(r.mode == TC_STANDALONE || r.mode == TC_DENSE || r.mode == TC_SPARSE);
+    ck_assert(r.mode >= TC_STANDALONE && r.mode <= TC_GROUPED);
     if (!base) ck_assert_int_eq(r.mode, TC_STANDALONE);
     if (r.mode == TC_STANDALONE) {
         ck_assert_msg(r.len <= 4 + 5 * w + n, "standalone %zu > raw %zu + headers", r.len, n);
@@ -931,6 +973,7 @@ static struct tc_res tc_rt(const uint8_t *raw, size_t n, unsigned width, int is_
         if (o && o->delta == TC_DELTA_ULP) ck_assert_uint_eq(dst[2] & 2, 0);
         if (o && o->delta == TC_DELTA_XOR) ck_assert_uint_eq(dst[2] & 2, 2);
         if (o && o->no_sparse) ck_assert_int_ne(r.mode, TC_SPARSE);
+        if (o && o->no_group) ck_assert_int_ne(r.mode, TC_GROUPED);
     }
     verify_format(dst, r.len, raw, base, n, w, r.codecs);
 
@@ -1026,8 +1069,9 @@ static size_t replace_some(uint8_t *p, size_t n, unsigned w, double frac, uint64
 }
 
 static const struct tc_opts all_opts[] = {
-    {TC_DELTA_BEST, 0}, {TC_DELTA_ULP, 0}, {TC_DELTA_XOR, 0},
-    {TC_DELTA_BEST, 1}, {TC_DELTA_ULP, 1}, {TC_DELTA_XOR, 1}};
+    {TC_DELTA_BEST, 0, 0}, {TC_DELTA_ULP, 0, 0}, {TC_DELTA_XOR, 0, 0},
+    {TC_DELTA_BEST, 1, 0}, {TC_DELTA_ULP, 1, 0}, {TC_DELTA_XOR, 1, 0},
+    {TC_DELTA_BEST, 0, 1}, {TC_DELTA_ULP, 1, 1}};
 #define NOPTS (sizeof all_opts / sizeof all_opts[0])
 
 enum { BASE_EQUAL, BASE_FEW, BASE_SLIGHT, BASE_UNRELATED, BASE_KINDS };
@@ -1248,7 +1292,7 @@ START_TEST(test_tc_ulp_across_zero)
         /* Spot checks of the premise: -0 -> +0 is one step. */
         ck_assert_uint_eq(ref_ord(near_zero(0, w), w) - ref_ord(near_zero(-1, w), w), 1);
         ck_assert_uint_eq(near_zero(-1, w), 1ull << (8 * w - 1));
-        struct tc_opts o = {TC_DELTA_ULP, 1};
+        struct tc_opts o = {TC_DELTA_ULP, 1, 1};
         struct tc_res r = tc_rt(raw, n, w, 1, base, &o);
         ck_assert_int_eq(r.mode, TC_DENSE);
         for (unsigned k = 1; k < w; k++)
@@ -1321,7 +1365,7 @@ START_TEST(test_tc_handmade_ulp)
                       i, c[i].base, c[i].d, (unsigned long long)rdw(out + 4 * i, 4), c[i].want);
     ut_check_guard(out + n, 0x5A, "handmade");
     /* Encoding the result against the base reproduces these planes. */
-    struct tc_opts o = {TC_DELTA_ULP, 1};
+    struct tc_opts o = {TC_DELTA_ULP, 1, 0};
     tc_rt(out, n, 4, 1, base, &o);
     /* The same block as an XOR delta means something else; still decodes. */
     st[2] = 3;
@@ -1371,7 +1415,7 @@ START_TEST(test_tc_int_wrap)
         wrw(raw + 8 * i, 8, up ? (uint64_t)INT64_MIN : (uint64_t)INT64_MAX);
         wrw(base + 8 * i, 8, up ? (uint64_t)INT64_MAX : (uint64_t)INT64_MIN);
     }
-    struct tc_opts o = {TC_DELTA_ULP, 1};
+    struct tc_opts o = {TC_DELTA_ULP, 1, 0};
     struct tc_res r = tc_rt(raw, n, 8, 0, base, &o);
     ck_assert_int_eq(r.mode, TC_DENSE);
     for (unsigned k = 1; k < 8; k++) ck_assert_int_eq(r.codecs[1 + k], 3);
@@ -1471,7 +1515,7 @@ static uint8_t *tc_sample(size_t n, unsigned w, int kind, uint8_t *raw, uint8_t 
 {
     gen_weights(raw, n, w, 60 + (uint64_t)kind);
     memcpy(base, raw, n);
-    struct tc_opts o = {TC_DELTA_BEST, 0};
+    struct tc_opts o = {TC_DELTA_BEST, 0, 0};
     if (kind == 1) replace_some(base, n, w, 0.01, 61);
     if (kind == 2) {
         perturb(base, n, w, 0.5, 3, 62);
@@ -1818,6 +1862,42 @@ START_TEST(test_tc_realistic_bf16)
 }
 END_TEST
 
+/* One optimizer step of about the same size for every weight: many ulps
+** for small weights, none for large ones. The grouped mode must win, by a
+** margin, over the best single-table delta, and round-trip. */
+START_TEST(test_tc_grouped)
+{
+    size_t cnt = 512 * 1024, n = 2 * cnt;
+    uint8_t *base = ut_xmalloc(n), *raw = ut_xmalloc(n);
+    uint64_t s = ut_seed(31);
+    for (size_t i = 0; i < cnt; i++) {
+        float w = (float)(0.02 * ut_gauss(&s)), step = (float)(2e-4 * ut_gauss(&s));
+        float nw = w + step;
+        wrw(base + 2 * i, 2, f32_to_bf16(w));
+        wrw(raw + 2 * i, 2, f32_to_bf16(nw));
+    }
+    unsigned long seen = grouped_seen;
+    struct tc_res g = tc_rt(raw, n, 2, 1, base, NULL);
+    struct tc_opts flat = {TC_DELTA_BEST, 0, 1};
+    struct tc_res f = tc_rt(raw, n, 2, 1, base, &flat);
+    fprintf(stderr, "bf16 constant-size steps: grouped %zu bytes, single tables %zu (mode %d)\n",
+            g.len, f.len, f.mode);
+    ck_assert_int_eq(g.mode, TC_GROUPED);
+    ck_assert_uint_gt(grouped_seen, seen);
+    ck_assert_msg(g.len < f.len * 95 / 100, "grouped %zu vs %zu", g.len, f.len);
+    /* Every group bound and body kind must survive a base with few exponents. */
+    for (size_t i = 0; i < cnt; i++) wrw(base + 2 * i, 2, (i & 1) ? 0x3c00 : 0x3c80);
+    memcpy(raw, base, n);
+    for (size_t i = 0; i < cnt; i += 3) wrw(raw + 2 * i, 2, rdw(base + 2 * i, 2) + 1);
+    tc_rt(raw, n, 2, 1, base, NULL);
+    /* Too small to group, or not floats: never grouped. */
+    ck_assert_int_ne(tc_rt(raw, 8192, 2, 1, base, NULL).mode, TC_GROUPED);
+    ck_assert_int_ne(tc_rt(raw, n, 2, 0, base, NULL).mode, TC_GROUPED);
+    free(base);
+    free(raw);
+}
+END_TEST
+
 /* All plane codecs occur on the data made here (the parser checked each). */
 START_TEST(test_tc_plane_codecs_seen)
 {
@@ -1829,7 +1909,7 @@ START_TEST(test_tc_plane_codecs_seen)
     memcpy(base, raw, n);
     tc_rt(raw, n, 4, 1, base, NULL);          /* constant */
     replace_some(base, n, 4, 0.01, 3);
-    struct tc_opts o = {TC_DELTA_BEST, 1};
+    struct tc_opts o = {TC_DELTA_BEST, 1, 1};
     tc_rt(raw, n, 4, 1, base, &o);            /* mostly-zero planes: zstd */
     for (int c = 0; c < 4; c++) ck_assert_msg(plane_codecs[c] > 0, "codec %d never used", c);
     free(raw);
@@ -1876,6 +1956,7 @@ int main(void)
     tcase_add_test(tt, test_tc_threads);
     tcase_add_test(tt, test_tc_realistic_bf16);
     tcase_add_test(tt, test_tc_plane_codecs_seen);
+    tcase_add_test(tt, test_tc_grouped);
     suite_add_tcase(s, tt);
     return ut_run(s);
 }

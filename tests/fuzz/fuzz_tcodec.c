@@ -1,7 +1,8 @@
 /*
 ** fuzz_tcodec.c: libFuzzer target for the tensor codec and the Huffman coder.
 **
-** Byte 0 picks the width and float flag, byte 1 the raw length's share.
+** Byte 0 picks the width and float flag, byte 1 the options and the length
+** of the stored-block decode.
 ** Two properties: (1) round trip: the rest of the input, as raw bytes and
 ** as a base (the input shifted by one byte), must encode and decode back
 ** exactly, with and without the base; (2) robustness: the same bytes taken
@@ -34,16 +35,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n)
     for (int with_base = 0; with_base <= 1; with_base++) {
         size_t sl;
         int mode;
-        struct tc_opts o = {d[1] % 3, d[1] & 4};
+        struct tc_opts o = {d[1] % 3, d[1] & 4, d[1] & 8};
         REQUIRE(tc_encode(raw, len, w, is_float, with_base ? base : NULL, bh, &o, st,
                           tc_bound(len), &sl, &mode) == 0);
         REQUIRE(sl <= tc_bound(len));
         REQUIRE(tc_decode(st, sl, with_base ? base : NULL, bh, out, len) == 0);
         REQUIRE(memcmp(out, raw, len) == 0);
     }
-    /* The input as a stored block and as a Huffman stream. */
-    size_t outn = (size_t)d[1] * 64 + (len & 63);
+    /* The input as a stored block (against a base made of the input, so a
+    ** grouped block sees several groups) and as a Huffman stream. */
+    size_t outn = (size_t)d[1] * 128 + (len & 127);
     uint8_t *big = malloc(outn + 1), *bbase = calloc(outn + 1, 1);
+    for (size_t i = 0; i < outn; i++) bbase[i] = x[i % len];
     int rc = tc_decode(x, len, bbase, bh, big, outn);
     REQUIRE(rc == 0 || rc == -EIO);
     rc = huf_decode(x, len, big, outn);
