@@ -354,6 +354,7 @@ static void expand(uint8_t *s, size_t stride, size_t cnt, unsigned w, const uint
     {                                                                          \
         for (size_t i = 0; i < cnt; i++) {                                     \
             size_t j = at[GROUP_OF(W, b, i, gmap)]++;                          \
+            j = j < cnt ? j : cnt - 1; /* sizes are checked after */           \
             T v = 0;                                                           \
             for (int k = 0; k < W; k++) v |= (T)((T)pl[k * cnt + j] << (8 * k)); \
             T x = inv1_##W(op, v, ld##W(b + W * i));                           \
@@ -428,7 +429,7 @@ static int group_bounds(const size_t hist[256], size_t cnt, uint8_t bnd[TC_GROUP
 }
 
 /* Where each of ng groups starts in group order, from their counts. */
-static void group_starts(const size_t gcnt[256], int ng, size_t at[TC_GROUPS])
+static void group_starts(const size_t *gcnt, int ng, size_t at[TC_GROUPS])
 {
     size_t a = 0;
     for (int g = 0; g < ng; a += gcnt[g], g++) at[g] = a;
@@ -496,7 +497,7 @@ static double estimate_grouped(unsigned w, int op, const uint8_t *raw, const uin
             num[g]++;
         }
     }
-    double est = 13 + (double)nb;
+    double est = 13 + 5 * (double)nb + 4;
     for (int g = 0; g <= nb; g++) {
         double dense, sparse;
         size_t n = (size_t)((double)num[g] / (double)tot * (double)cnt);
@@ -542,6 +543,7 @@ static void encode_grouped(const uint8_t *raw, size_t n, unsigned w, int flags, 
     dst[12] = (uint8_t)(nb + 1);
     memcpy(dst + 13, bnd, (size_t)nb);
     size_t off = 13 + (size_t)nb, a = 0;
+    for (int g = 0; g <= nb; g++, off += 4) ck_put32(dst + off, (uint32_t)gcnt[g]);
     for (int g = 0; g <= nb; a += gcnt[g], g++)
         off += put_group(p + a, cnt, gcnt[g], w, mask, dst + off, cap - off);
     *out_len = off;
@@ -734,21 +736,26 @@ static long get_body(int mode, const uint8_t *src, size_t avail, uint8_t *s, siz
 }
 
 /* Decode the TC_GROUPED body src[0..len) of a block of n bytes against
-** base (delta op op) into dst, using scratch s of group_scratch(n, w). */
+** base (delta op op) into dst, using scratch s of group_scratch(n, w). The
+** group sizes are stored, sparing a pass over the base; the gather checks
+** them (a wrong size leaves some group's cursor short of its end). */
 static int decode_grouped(const uint8_t *src, size_t len, const uint8_t *base, unsigned w,
                           int op, uint8_t *s, uint8_t *dst, size_t n)
 {
-    size_t cnt = n / w, gcnt[256], at[TC_GROUPS];
+    size_t cnt = n / w, gcnt[TC_GROUPS], at[TC_GROUPS], end[TC_GROUPS], sum = 0;
     uint8_t gmap[256], *p = s + n, *mask = p + n;
-    if (len < 1 || src[0] < 1 || src[0] > TC_GROUPS || len < src[0]) return -EIO;
-    int nb = src[0] - 1;
-    for (int i = 1; i < nb; i++)
-        if (src[1 + i] <= src[i]) return -EIO;
-    group_map(src + 1, nb, gmap);
-    group_count(w, base, cnt, gmap, gcnt);
-    group_starts(gcnt, nb + 1, at);
-    size_t off = 1 + (size_t)nb;
-    for (int g = 0; g <= nb; g++) {
+    if (len < 1 || src[0] < 1 || src[0] > TC_GROUPS) return -EIO;
+    int ng = src[0];
+    size_t off = (size_t)ng + 4 * (size_t)ng;
+    if (len < off) return -EIO;
+    for (int i = 2; i < ng; i++)
+        if (src[i] <= src[i - 1]) return -EIO;
+    group_map(src + 1, ng - 1, gmap);
+    for (int g = 0; g < ng; g++) sum += gcnt[g] = ck_get32(src + ng + 4 * g);
+    if (sum != cnt) return -EIO;
+    group_starts(gcnt, ng, at);
+    for (int g = 0; g < ng; g++) {
+        end[g] = at[g] + gcnt[g];
         if (off >= len || (src[off] != TC_DENSE && src[off] != TC_SPARSE)) return -EIO;
         long r = get_body(src[off], src + off + 1, len - off - 1, p + at[g], cnt, gcnt[g], w,
                           mask);
@@ -757,6 +764,8 @@ static int decode_grouped(const uint8_t *src, size_t len, const uint8_t *base, u
     }
     if (off != len) return -EIO;
     GROUP_WIDTHS(ginv, p, base, cnt, gmap, at, dst);
+    for (int g = 0; g < ng; g++)
+        if (at[g] != end[g]) return -EIO;
     return 0;
 }
 

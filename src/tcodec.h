@@ -45,6 +45,8 @@
 **   G-1 bytes   strictly increasing: the first exponent byte of groups 1..G-1
 **               (the exponent byte of a value is the top byte of its rotated
 **               form; group 0 starts at 0)
+**   G u32       the number of elements in each group (known from the base;
+**               stored to spare the decoder a pass, and checked)
 **   G bodies    group g holds the elements whose base's exponent byte falls
 **               in its range, in element order: u8 1 (dense) then w planes,
 **               or u8 2 (sparse) then the count, mask and planes as above,

@@ -910,6 +910,8 @@ static void verify_format(const uint8_t *st, size_t len, const uint8_t *raw, con
         ck_assert(g >= 1 && g <= 16 && (flags & 1) && w >= 2);
         const uint8_t *bnd = st + off;
         off += g - 1;
+        const uint8_t *sizes = st + off;
+        off += 4 * g;
         for (unsigned k = 0; k < g; k++) {
             unsigned lo = k ? bnd[k - 1] : 0, hi = k + 1 < g ? bnd[k] : 256;
             ck_assert_uint_lt(lo, hi);
@@ -918,6 +920,7 @@ static void verify_format(const uint8_t *st, size_t len, const uint8_t *raw, con
                 unsigned e = (unsigned)(ref_rotl(rdw(base + w * i, w), w) >> (8 * w - 8));
                 if (e >= lo && e < hi) idx[m++] = i;
             }
+            ck_assert_uint_eq(get32(sizes + 4 * k), m);
             ck_assert_uint_lt(off, len);
             int sub = st[off++];
             ck_assert(sub == TC_DENSE || sub == TC_SPARSE);
@@ -1885,6 +1888,22 @@ START_TEST(test_tc_grouped)
     ck_assert_int_eq(g.mode, TC_GROUPED);
     ck_assert_uint_gt(grouped_seen, seen);
     ck_assert_msg(g.len < f.len * 95 / 100, "grouped %zu vs %zu", g.len, f.len);
+    /* Group sizes that sum right but disagree with the base are refused. */
+    size_t cap = tc_bound(n), len;
+    int mode;
+    uint8_t *st = ut_xmalloc(cap), *out = ut_xmalloc(n);
+    uint64_t h = XXH3_64bits(base, n);
+    ck_assert_int_eq(tc_encode(raw, n, 2, 1, base, h, NULL, st, cap, &len, &mode), 0);
+    ck_assert_int_eq(mode, TC_GROUPED);
+    ck_assert_int_eq(tc_decode(st, len, base, h, out, n), 0);
+    unsigned ng = st[12];
+    ck_assert_uint_ge(ng, 2);
+    uint8_t *sz = st + 13 + (ng - 1);
+    put32(sz, get32(sz) + 1);
+    put32(sz + 4, get32(sz + 4) - 1);
+    ck_assert_int_eq(tc_decode(st, len, base, h, out, n), -EIO);
+    free(st);
+    free(out);
     /* Every group bound and body kind must survive a base with few exponents. */
     for (size_t i = 0; i < cnt; i++) wrw(base + 2 * i, 2, (i & 1) ? 0x3c00 : 0x3c80);
     memcpy(raw, base, n);
