@@ -507,10 +507,9 @@ static double estimate_grouped(unsigned w, int op, const uint8_t *raw, const uin
     return est;
 }
 
-/* Scratch of a grouped encode or decode: the planes in element order (s,
-** unused by grouped code but laid out as for the other modes), the same in
-** group order (p), a change mask. */
-static size_t group_scratch(size_t n, unsigned w) { return 2 * n + n / (8 * w) + 16; }
+/* Scratch of a grouped encode or decode: the planes in group order (p),
+** then a change mask. */
+static size_t group_scratch(size_t n, unsigned w) { return n + n / (8 * w) + 16; }
 
 /* Worth trying: float elements of 2+ bytes, and enough of them that the
 ** groups' headers fit the slack tc_bound leaves. */
@@ -527,7 +526,7 @@ static void encode_grouped(const uint8_t *raw, size_t n, unsigned w, int flags, 
 {
     size_t cnt = n / w, hist[256], gcnt[256] = {0}, at[TC_GROUPS];
     uint8_t bnd[TC_GROUPS - 1], gmap[256], ident[256];
-    uint8_t *p = s + n, *mask = p + n;
+    uint8_t *p = s, *mask = p + n;
     for (int v = 0; v < 256; v++) ident[v] = (uint8_t)v;
     group_count(w, base, cnt, ident, hist);
     int nb = group_bounds(hist, cnt, bnd);
@@ -743,7 +742,7 @@ static int decode_grouped(const uint8_t *src, size_t len, const uint8_t *base, u
                           int op, uint8_t *s, uint8_t *dst, size_t n)
 {
     size_t cnt = n / w, gcnt[TC_GROUPS], at[TC_GROUPS], end[TC_GROUPS], sum = 0;
-    uint8_t gmap[256], *p = s + n, *mask = p + n;
+    uint8_t gmap[256], *p = s, *mask = p + n;
     if (len < 1 || src[0] < 1 || src[0] > TC_GROUPS) return -EIO;
     int ng = src[0];
     size_t off = (size_t)ng + 4 * (size_t)ng;
