@@ -41,6 +41,7 @@ struct codec_hint {
     size_t narrow_len;       /* its bytes */
     uint64_t narrow_hash;    /* its XXH3-64 */
     uint32_t narrow_off;
+    int no_group;            /* never a grouped delta (tcodec.h): faster decode */
 };
 
 enum { CODEC_BASE_NONE = 0, CODEC_BASE_SAME = 1, CODEC_BASE_NARROW = 2 };

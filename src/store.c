@@ -203,7 +203,7 @@ int store_put_block(struct store *st, const void *raw, size_t len,
     struct codec_hint ch = {h ? h->width : 0, h ? h->is_float : 0, base,
                             base ? h->base.hash : 0, narrow,
                             narrow ? h->narrow.raw_len : 0, narrow ? h->narrow.hash : 0,
-                            h ? h->narrow_off : 0};
+                            h ? h->narrow_off : 0, st->o.no_group};
     int rc = codec_encode(raw, len, dst, codec_bound(len), st->o.zstd_level,
                           ch.width ? &ch : NULL, &codec, &stored, &delta);
     free(base);

@@ -35,6 +35,7 @@ struct store_opts {
     uint64_t reserve_bytes;  /* free disk kept back for metadata (default 64 MiB) */
     uint64_t max_pack_bytes; /* pack size before a new one starts (default 1 GiB) */
     uint64_t behind_bytes;   /* pack write-behind window (default 16 MiB; 0 off) */
+    int no_group;            /* tensor deltas never grouped (faster to decode) */
     int readonly;            /* tools: no lock, no writes */
     int shared;              /* tools beside a live mount: metadata writable
                                 through SQLite; no lock, packs read-only */

@@ -105,7 +105,7 @@ START_TEST(test_wide)
         memcpy(&f, &raw[i], 4);
         narrow[off + i] = ut_bf16(f);
     }
-    struct codec_hint h = {4, 1, (uint8_t *)prev, 0x77, (uint8_t *)narrow, 4 * cnt, 0x99, off};
+    struct codec_hint h = {4, 1, (uint8_t *)prev, 0x77, (uint8_t *)narrow, 4 * cnt, 0x99, off, 0};
     uint8_t codec;
     size_t stored;
     ck_assert_int_eq(codec_encode(raw, n, st, codec_bound(n), 1, &h, &codec, &stored, &dl), 0);
@@ -153,7 +153,7 @@ START_TEST(test_tensor_hint)
     for (size_t i = 0; i < n; i += 512) base[i] ^= 1; /* 1 element in 256 differs */
     uint8_t codec;
     size_t stored;
-    struct codec_hint h = {2, 1, NULL, 0, NULL, 0, 0, 0};
+    struct codec_hint h = {2, 1, NULL, 0, NULL, 0, 0, 0, 0};
     ck_assert_int_eq(codec_encode(raw, n, st, codec_bound(n), 1, &h, &codec, &stored, &dl), 0);
     ck_assert_uint_eq(codec, CODEC_TENSOR);
     ck_assert_int_eq(dl, 0);
