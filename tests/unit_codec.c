@@ -181,6 +181,39 @@ END_TEST
 static const size_t sizes[] = {0, 1, 2, 3, 5, 7, 13, 63, 64, 65, 127, 255, 1000,
                                1023, 4095, 4097, 12345, 65535, 65537, 99991};
 
+/* codec_hint.no_group keeps a delta that would be grouped (tcodec mode 3,
+** the first byte of a tensor record) in a single-table form; both decode. */
+START_TEST(test_no_group)
+{
+    size_t cnt = 256 * 1024, n = 2 * cnt;
+    uint16_t *base = ut_xmalloc(n), *raw = ut_xmalloc(n);
+    uint64_t s = ut_seed(5);
+    for (size_t i = 0; i < cnt; i++) {
+        float w = (float)(0.02 * ut_gauss(&s)), nw = w + (float)(2e-4 * ut_gauss(&s));
+        uint32_t a, b;
+        memcpy(&a, &w, 4);
+        memcpy(&b, &nw, 4);
+        base[i] = ut_bf16(a);
+        raw[i] = ut_bf16(b);
+    }
+    uint8_t *st = ut_xmalloc(codec_bound(n)), *out = ut_xmalloc(n);
+    size_t len[2];
+    for (int ng = 0; ng <= 1; ng++) {
+        struct codec_hint h = {2, 1, (uint8_t *)base, 0x55, NULL, 0, 0, 0, ng};
+        uint8_t codec;
+        int dl;
+        ck_assert_int_eq(codec_encode(raw, n, st, codec_bound(n), 1, &h, &codec, &len[ng], &dl), 0);
+        ck_assert_uint_eq(codec, CODEC_TENSOR);
+        ck_assert_int_eq(dl, CODEC_BASE_SAME);
+        ck_assert_int_eq(st[0] == 3, !ng);
+        ck_assert_int_eq(codec_decode(codec, st, len[ng], out, n, (uint8_t *)base, 0x55), 0);
+        ck_assert(memcmp(out, raw, n) == 0);
+    }
+    ck_assert_uint_lt(len[0], len[1]);
+    free(base), free(raw), free(st), free(out);
+}
+END_TEST
+
 START_TEST(test_roundtrip_sizes)
 {
     for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
@@ -447,6 +480,7 @@ int main(void)
     tcase_add_test(tc, test_small_cap);
     tcase_add_test(tc, test_levels);
     tcase_add_test(tc, test_tensor_hint);
+    tcase_add_test(tc, test_no_group);
     suite_add_tcase(s, tc);
     return ut_run(s);
 }
