@@ -59,7 +59,8 @@ static uint8_t roundtrip(const uint8_t *raw, size_t n, size_t *stored_out)
     dl = -1;
     ck_assert_int_eq(codec_encode(raw, n, st, cap, 1, NULL, &codec, &stored, &dl), 0);
     ck_assert_int_eq(dl, 0); /* no hint: never a delta */
-    ck_assert_msg(codec == CODEC_RAW || codec == CODEC_ZSTD, "codec %u", codec);
+    ck_assert_msg(codec == CODEC_RAW || codec == CODEC_ZSTD || codec == CODEC_TENSOR,
+                  "codec %u", codec);
     ck_assert(!codec_needs_base(codec, st, stored));
     ck_assert_msg(stored <= n, "stored %zu > raw %zu", stored, n);
     if (codec == CODEC_RAW) {
@@ -272,6 +273,42 @@ START_TEST(test_zstd_decode_small_frames)
 }
 END_TEST
 
+/* Plain bytes that are a float array become a standalone tensor block of
+** the right width, smaller than zstd makes them; text and random bytes do
+** not. */
+START_TEST(test_sniff_floats)
+{
+    size_t n = MiB, cnt = n / 4, stored;
+    float *f = ut_xmalloc(n);
+    uint64_t s = ut_seed(11);
+    for (size_t i = 0; i < cnt; i++) f[i] = (float)(0.02 * ut_gauss(&s));
+    uint16_t *b = ut_xmalloc(n);
+    for (size_t i = 0; i < 2 * cnt; i++) {
+        float x = (float)(0.02 * ut_gauss(&s));
+        uint32_t u;
+        memcpy(&u, &x, 4);
+        b[i] = ut_bf16(u);
+    }
+    size_t cap = codec_bound(n), zl;
+    uint8_t *st = ut_xmalloc(cap), codec;
+    const void *arrays[2] = {f, b};
+    for (int k = 0; k < 2; k++) {
+        ck_assert_int_eq(codec_encode(arrays[k], n, st, cap, 1, NULL, &codec, &stored, &dl), 0);
+        ck_assert_uint_eq(codec, CODEC_TENSOR);
+        ck_assert_uint_eq(st[0], 0);          /* standalone */
+        ck_assert_uint_eq(st[1], k ? 2 : 4);  /* element width guessed */
+        zl = ZSTD_compress(st, cap, arrays[k], n, 1);
+        ck_assert(!ZSTD_isError(zl));
+        ck_assert_msg(stored < zl, "tensor %zu vs zstd %zu", stored, zl);
+        ck_assert_uint_eq(roundtrip(arrays[k], n, &stored), CODEC_TENSOR);
+    }
+    uint8_t *txt = ut_xmalloc(n);
+    fill(txt, n, DATA_TEXT, 3);
+    ck_assert_uint_eq(roundtrip(txt, n, &stored), CODEC_ZSTD);
+    free(f), free(b), free(st), free(txt);
+}
+END_TEST
+
 START_TEST(test_random_1mib_stays_raw)
 {
     uint8_t *raw = ut_xmalloc(MiB);
@@ -481,6 +518,7 @@ int main(void)
     tcase_add_test(tc, test_levels);
     tcase_add_test(tc, test_tensor_hint);
     tcase_add_test(tc, test_no_group);
+    tcase_add_test(tc, test_sniff_floats);
     suite_add_tcase(s, tc);
     return ut_run(s);
 }
