@@ -99,24 +99,31 @@ static uint8_t *scratch_get(size_t need)
         default: return v;                                                     \
         }                                                                      \
     }                                                                          \
+    /* Element i into slot j of the planes, and back. */                      \
+    static inline void fwd_at##W(int op, const uint8_t *x, const uint8_t *b, size_t i, \
+                                 uint8_t *pl, size_t stride, size_t j)         \
+    {                                                                          \
+        T v = fwd1_##W(op, ld##W(x + W * i), ld##W(b + W * i));                \
+        for (int k = 0; k < W; k++) pl[k * stride + j] = (uint8_t)(v >> (8 * k)); \
+    }                                                                          \
+    static inline void inv_at##W(int op, const uint8_t *pl, size_t stride, size_t j, \
+                                 const uint8_t *b, size_t i, uint8_t *dst)     \
+    {                                                                          \
+        T v = 0;                                                               \
+        for (int k = 0; k < W; k++) v |= (T)((T)pl[k * stride + j] << (8 * k)); \
+        T x = inv1_##W(op, v, ld##W(b + W * i));                               \
+        memcpy(dst + W * i, &x, W);                                            \
+    }                                                                          \
     /* Planes of elements [0, cnt) (op is constant: the switch is hoisted). */ \
     static void fwd##W(int op, const uint8_t *x, const uint8_t *b, size_t cnt, \
                        uint8_t *pl, size_t stride)                             \
     {                                                                          \
-        for (size_t i = 0; i < cnt; i++) {                                     \
-            T v = fwd1_##W(op, ld##W(x + W * i), ld##W(b + W * i));            \
-            for (int k = 0; k < W; k++) pl[k * stride + i] = (uint8_t)(v >> (8 * k)); \
-        }                                                                      \
+        for (size_t i = 0; i < cnt; i++) fwd_at##W(op, x, b, i, pl, stride, i); \
     }                                                                          \
     static void inv##W(int op, const uint8_t *pl, size_t stride, const uint8_t *b, \
                        size_t cnt, uint8_t *dst)                               \
     {                                                                          \
-        for (size_t i = 0; i < cnt; i++) {                                     \
-            T v = 0;                                                           \
-            for (int k = 0; k < W; k++) v |= (T)((T)pl[k * stride + i] << (8 * k)); \
-            T x = inv1_##W(op, v, ld##W(b + W * i));                           \
-            memcpy(dst + W * i, &x, W);                                        \
-        }                                                                      \
+        for (size_t i = 0; i < cnt; i++) inv_at##W(op, pl, stride, i, b, i, dst); \
     }
 
 DEFINE_WIDTH(uint8_t, 1)
@@ -342,11 +349,8 @@ static void expand(uint8_t *s, size_t stride, size_t cnt, unsigned w, const uint
         int op, const uint8_t *x, const uint8_t *b, size_t cnt, const uint8_t gmap[256], \
         size_t at[TC_GROUPS], uint8_t *pl)                                     \
     {                                                                          \
-        for (size_t i = 0; i < cnt; i++) {                                     \
-            T v = fwd1_##W(op, ld##W(x + W * i), ld##W(b + W * i));            \
-            size_t j = at[GROUP_OF(W, b, i, gmap)]++;                          \
-            for (int k = 0; k < W; k++) pl[k * cnt + j] = (uint8_t)(v >> (8 * k)); \
-        }                                                                      \
+        for (size_t i = 0; i < cnt; i++)                                       \
+            fwd_at##W(op, x, b, i, pl, cnt, at[GROUP_OF(W, b, i, gmap)]++);    \
     }                                                                          \
     static inline __attribute__((always_inline)) void ginv##W(                 \
         int op, const uint8_t *pl, const uint8_t *b, size_t cnt, const uint8_t gmap[256], \
@@ -354,11 +358,7 @@ static void expand(uint8_t *s, size_t stride, size_t cnt, unsigned w, const uint
     {                                                                          \
         for (size_t i = 0; i < cnt; i++) {                                     \
             size_t j = at[GROUP_OF(W, b, i, gmap)]++;                          \
-            j = j < cnt ? j : cnt - 1; /* sizes are checked after */           \
-            T v = 0;                                                           \
-            for (int k = 0; k < W; k++) v |= (T)((T)pl[k * cnt + j] << (8 * k)); \
-            T x = inv1_##W(op, v, ld##W(b + W * i));                           \
-            memcpy(dst + W * i, &x, W);                                        \
+            inv_at##W(op, pl, cnt, j < cnt ? j : cnt - 1, b, i, dst); /* sizes checked after */ \
         }                                                                      \
     }
 DEFINE_GROUP(uint16_t, 2)
