@@ -511,11 +511,12 @@ static double estimate_grouped(unsigned w, int op, const uint8_t *raw, const uin
 ** then a change mask. */
 static size_t group_scratch(size_t n, unsigned w) { return n + n / (8 * w) + 16; }
 
-/* Worth trying: float elements of 2+ bytes, and enough of them that the
-** groups' headers fit the slack tc_bound leaves. */
+/* Worth trying: float elements of 2+ bytes, and a block large enough that
+** the worst case of 16 groups' headers (all sparse: 16 * (18 + 13w) bytes
+** and n/8w of masks) fits the n/8 + 248 bytes of slack tc_bound leaves. */
 static int groupable(unsigned w, int is_float, size_t n)
 {
-    return is_float && w >= 2 && n >= 16384;
+    return is_float && w >= 2 && n >= 32768;
 }
 
 /* Encode the delta op of raw against base as TC_GROUPED into dst, using

@@ -12,7 +12,7 @@
 **                ordered integers ("ulp distance"), zigzagged; or their XOR
 **   sparse delta a bitmask of the elements that changed, then the deltas of
 **                only those elements
-**   grouped      a delta (ulp or XOR) of floats of 2+ bytes, 16 KiB or more,
+**   grouped      a delta (ulp or XOR) of floats of 2+ bytes, 32 KiB or more,
 **                its elements sorted by the exponent byte of their base value
 **                into up to 16 ranges, each coded dense or sparse on its own:
 **                how many ulps a step moves a value depends on its magnitude,

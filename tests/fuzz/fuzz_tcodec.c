@@ -44,7 +44,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n)
     }
     /* The input as a stored block (against a base made of the input, so a
     ** grouped block sees several groups) and as a Huffman stream. */
-    size_t outn = (size_t)d[1] * 128 + (len & 127);
+    size_t outn = (size_t)d[1] * 256 + (len & 255);
     uint8_t *big = malloc(outn + 1), *bbase = calloc(outn + 1, 1);
     for (size_t i = 0; i < outn; i++) bbase[i] = x[i % len];
     int rc = tc_decode(x, len, bbase, bh, big, outn);
