@@ -1909,6 +1909,22 @@ START_TEST(test_tc_grouped)
     memcpy(raw, base, n);
     for (size_t i = 0; i < cnt; i += 3) wrw(raw + 2 * i, 2, rdw(base + 2 * i, 2) + 1);
     tc_rt(raw, n, 2, 1, base, NULL);
+    /* The smallest groupable block, every width, elements spread over many
+    ** exponents, each group a mix of changed and unchanged: round trip
+    ** within tc_bound (tc_rt checks the guard), grouped or not. */
+    for (unsigned w = 2; w <= 8; w *= 2) {
+        size_t m = 32768, c = m / w;
+        uint8_t *bb = ut_xmalloc(m), *rr = ut_xmalloc(m);
+        for (size_t i = 0; i < c; i++) {
+            uint64_t v = ut_rand(&s) & wmask(w);
+            uint64_t e = (uint64_t)(i % 40) << (8 * w - 9); /* 40 exponents */
+            v = (v & ~(0xFFull << (8 * w - 9))) | e;
+            wrw(bb + w * i, w, v);
+            wrw(rr + w * i, w, (ut_rand(&s) & 1) ? v + (ut_rand(&s) % 1000) : v);
+        }
+        tc_rt(rr, m, w, 1, bb, NULL);
+        free(bb), free(rr);
+    }
     /* Too small to group, or not floats: never grouped. */
     ck_assert_int_ne(tc_rt(raw, 8192, 2, 1, base, NULL).mode, TC_GROUPED);
     ck_assert_int_ne(tc_rt(raw, n, 2, 0, base, NULL).mode, TC_GROUPED);
