@@ -189,6 +189,23 @@ struct estimate {
     int runs; /* a plane has a dominant byte: zstd may beat the entropy */
 };
 
+/* Add the bytes of cnt values (w planes at p, stride stride) to hist[k];
+** returns how many values are all zero. */
+static size_t plane_hist(const uint8_t *p, size_t stride, size_t cnt, unsigned w,
+                         uint32_t hist[][256])
+{
+    size_t zero = 0;
+    for (size_t i = 0; i < cnt; i++) {
+        uint8_t any = 0;
+        for (unsigned k = 0; k < w; k++) {
+            hist[k][p[k * stride + i]]++;
+            any |= p[k * stride + i];
+        }
+        zero += !any;
+    }
+    return zero;
+}
+
 /* Bytes a body of n values costs, dense and sparse, from the histograms of
 ** its w planes (a sample of tot values, zero of them all-zero). Clobbers
 ** hist[k][0]. */
@@ -224,14 +241,7 @@ static struct estimate estimate(unsigned w, int op, const uint8_t *raw, const ui
     size_t tot = 0, zero = 0;
     FOR_SAMPLE(cnt, a, run) {
         fwd(w, op, raw + a * w, base + a * w, run, tmp, run);
-        for (size_t i = 0; i < run; i++) {
-            uint8_t any = 0;
-            for (unsigned k = 0; k < w; k++) {
-                hist[k][tmp[k * run + i]]++;
-                any |= tmp[k * run + i];
-            }
-            zero += !any;
-        }
+        zero += plane_hist(tmp, run, run, w, hist);
         tot += run;
     }
     struct estimate e = {0, 0, 0};
@@ -442,15 +452,7 @@ static size_t put_group(uint8_t *p, size_t stride, size_t cnt, unsigned w, uint8
 {
     uint32_t hist[8][256];
     memset(hist, 0, sizeof hist);
-    size_t zero = 0;
-    for (size_t i = 0; i < cnt; i++) {
-        uint8_t any = 0;
-        for (unsigned k = 0; k < w; k++) {
-            hist[k][p[k * stride + i]]++;
-            any |= p[k * stride + i];
-        }
-        zero += !any;
-    }
+    size_t zero = plane_hist(p, stride, cnt, w, hist);
     double dense, sparse;
     body_cost(hist, w, cnt, zero, cnt, &dense, &sparse);
     size_t off = 1;
