@@ -268,9 +268,8 @@ static size_t put_planes(const uint8_t *pl, size_t stride, size_t cnt, unsigned 
     return off;
 }
 
-/* Move the values that are not zero to the front of each plane (stride cnt)
-** and set their bits in mask; returns their count. Branch-free and in place:
-** which elements changed is random, a branch would mispredict often. */
+/* compact and expand, per width. Branch-free and in place: which elements
+** changed is random, a branch would mispredict often. */
 #define DEFINE_SPARSE(W)                                                       \
     static size_t compact##W(uint8_t *s, size_t stride, size_t cnt, uint8_t *mask) \
     {                                                                          \
@@ -331,9 +330,10 @@ static void expand(uint8_t *s, size_t stride, size_t cnt, unsigned w, const uint
 ** How far a value moves in ulps depends on its magnitude: one step of the
 ** optimizer is many ulps for a small weight and none for a large one. So a
 ** grouped delta sorts the elements by the exponent byte of their base value
-** into up to TC_GROUPS ranges of about equal population and codes each
-** range on its own, dense or sparse, with its own tables. The decoder has
-** the base, so it knows each element's group without being told. */
+** into up to TC_GROUPS ranges (group_bounds) and codes each range on its
+** own, dense or sparse, with its own tables. The decoder finds each
+** element's group from the base; the stored group sizes only spare it a
+** counting pass, and the gather checks them. */
 
 #define TC_GROUPS 16
 
@@ -445,7 +445,24 @@ static void group_starts(const size_t *gcnt, int ng, size_t at[TC_GROUPS])
     for (int g = 0; g < ng; a += gcnt[g], g++) at[g] = a;
 }
 
-/* One group's cnt values (planes at p, stride stride): dense or sparse,
+/* The body of cnt values (planes at p, stride stride): all of them, or
+** (TC_SPARSE) the count, the change mask and only the changed values, which
+** compacts p in place; mask is scratch. Returns the bytes written. The
+** inverse of get_body. */
+static size_t put_body(int mode, uint8_t *p, size_t stride, size_t cnt, unsigned w,
+                       uint8_t *mask, uint8_t *dst, size_t cap)
+{
+    size_t off = 0;
+    if (mode == TC_SPARSE) {
+        size_t c = compact(p, stride, cnt, w, mask);
+        ck_put32(dst, (uint32_t)c);
+        off = 4 + bstream_put(mask, (cnt + 7) / 8, dst + 4, cap - 4);
+        cnt = c;
+    }
+    return off + put_planes(p, stride, cnt, w, dst + off, cap - off);
+}
+
+/* One group's cnt values: its mode byte, then its body, dense or sparse,
 ** whichever its entropy says is smaller. Returns the bytes written. */
 static size_t put_group(uint8_t *p, size_t stride, size_t cnt, unsigned w, uint8_t *mask,
                         uint8_t *dst, size_t cap)
@@ -455,18 +472,8 @@ static size_t put_group(uint8_t *p, size_t stride, size_t cnt, unsigned w, uint8
     size_t zero = plane_hist(p, stride, cnt, w, hist);
     double dense, sparse;
     body_cost(hist, w, cnt, zero, cnt, &dense, &sparse);
-    size_t off = 1;
-    if (sparse < dense) {
-        dst[0] = TC_SPARSE;
-        size_t c = compact(p, stride, cnt, w, mask);
-        ck_put32(dst + off, (uint32_t)c);
-        off += 4;
-        off += bstream_put(mask, (cnt + 7) / 8, dst + off, cap - off);
-        cnt = c;
-    } else {
-        dst[0] = TC_DENSE;
-    }
-    return off + put_planes(p, stride, cnt, w, dst + off, cap - off);
+    dst[0] = sparse < dense ? TC_SPARSE : TC_DENSE;
+    return 1 + put_body(dst[0], p, stride, cnt, w, mask, dst + 1, cap - 1);
 }
 
 /* Estimated bytes of the grouped form of delta op on the sample estimate()
@@ -527,7 +534,7 @@ static void encode_grouped(const uint8_t *raw, size_t n, unsigned w, int flags, 
                            const uint8_t *base, uint64_t base_hash, uint8_t *s,
                            uint8_t *dst, size_t cap, size_t *out_len)
 {
-    size_t cnt = n / w, hist[256], gcnt[256] = {0}, at[TC_GROUPS];
+    size_t cnt = n / w, hist[256], gcnt[TC_GROUPS] = {0}, at[TC_GROUPS];
     uint8_t bnd[TC_GROUPS - 1], gmap[256], ident[256];
     uint8_t *p = s, *mask = p + n;
     for (int v = 0; v < 256; v++) ident[v] = (uint8_t)v;
@@ -557,7 +564,7 @@ static int encode_mode(const uint8_t *raw, size_t n, unsigned w, int is_float, i
                        int xor, const uint8_t *base, uint64_t base_hash, uint8_t *s,
                        uint8_t *dst, size_t cap, size_t *out_len)
 {
-    size_t cnt = n / w, off = 4, used = 0;
+    size_t cnt = n / w, off = 4;
     int op = op_of(mode, is_float, xor);
     dst[0] = (uint8_t)mode;
     dst[1] = (uint8_t)w;
@@ -568,18 +575,7 @@ static int encode_mode(const uint8_t *raw, size_t n, unsigned w, int is_float, i
         off = 12;
     }
     fwd(w, op, raw, mode == TC_STANDALONE ? raw : base, cnt, s, cnt);
-    if (mode == TC_SPARSE) {
-        uint8_t *mask = s + n;
-        size_t c = compact(s, cnt, cnt, w, mask);
-        ck_put32(dst + off, (uint32_t)c);
-        off += 4;
-        off += bstream_put(mask, (cnt + 7) / 8, dst + off, cap - off);
-        /* Compacted values now sit at the front of each plane (stride cnt). */
-        used = put_planes(s, cnt, c, w, dst + off, cap - off);
-    } else {
-        used = put_planes(s, cnt, cnt, w, dst + off, cap - off);
-    }
-    *out_len = off + used;
+    *out_len = off + put_body(mode, s, cnt, cnt, w, s + n, dst + off, cap - off);
     return 0;
 }
 
