@@ -695,25 +695,18 @@ int fsmeta_xattr_remove(fsmeta *m, uint64_t ino, const char *name)
     return rc;
 }
 
-/* Extents from a query binding one id (an inode or a version). */
-static int extents_by(fsmeta *m, int which, uint64_t id, struct fsm_extent **out,
-                      size_t *n)
+int fsm_rows(fsmeta *m, sqlite3_stmt *s, size_t size, fsm_row_fn read_row, void **out,
+             size_t *n)
 {
-    lock(m);
-    sqlite3_stmt *s = stmt(m, which);
-    bind_i64(s, 1, (int64_t)id);
-    struct fsm_extent *v = NULL;
+    uint8_t *v = NULL;
     size_t len = 0, cap = 0;
     int rc;
     while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-        if ((rc = ck_grow((void **)&v, &cap, len, sizeof *v)) < 0) break;
-        v[len].file_off = (uint64_t)sqlite3_column_int64(s, 0);
-        read_chunk(s, 1, &v[len].c);
-        len++;
+        if ((rc = ck_grow((void **)&v, &cap, len, size)) < 0) break;
+        read_row(s, v + size * len++);
     }
     rc = rc == SQLITE_DONE ? 0 : rc < 0 ? rc : sql_err(m, rc);
     done(s);
-    unlock(m);
     if (rc < 0) {
         free(v);
         return rc;
@@ -721,6 +714,25 @@ static int extents_by(fsmeta *m, int which, uint64_t id, struct fsm_extent **out
     *out = v;
     *n = len;
     return 0;
+}
+
+static void read_extent(sqlite3_stmt *s, void *out)
+{
+    struct fsm_extent *e = out;
+    e->file_off = (uint64_t)sqlite3_column_int64(s, 0);
+    read_chunk(s, 1, &e->c);
+}
+
+/* Extents from a query binding one id (an inode or a version). */
+static int extents_by(fsmeta *m, int which, uint64_t id, struct fsm_extent **out,
+                      size_t *n)
+{
+    lock(m);
+    sqlite3_stmt *s = stmt(m, which);
+    bind_i64(s, 1, (int64_t)id);
+    int rc = fsm_rows(m, s, sizeof **out, read_extent, (void **)out, n);
+    unlock(m);
+    return rc;
 }
 
 int fsmeta_extents(fsmeta *m, uint64_t ino, struct fsm_extent **out, size_t *n)
@@ -1005,49 +1017,37 @@ int fsmeta_set_tensors(fsmeta *m, uint64_t ino, const char *family, const char *
     return fsmeta_end(m, rc);
 }
 
+static void read_tensor(sqlite3_stmt *s, void *out)
+{
+    struct fsm_tensor *t = out;
+    t->off = (uint64_t)sqlite3_column_int64(s, 0);
+    t->len = (uint64_t)sqlite3_column_int64(s, 1);
+    t->dtype = (uint8_t)sqlite3_column_int64(s, 2);
+    t->width = (uint8_t)sqlite3_column_int64(s, 3);
+    int k = copy_blob(s, 4, t->name, FSM_TNAME_MAX - 1);
+    t->name[k < 0 ? 0 : k] = 0;
+}
+
 int fsmeta_version_tensors(fsmeta *m, uint64_t ver, struct fsm_tensor **out, size_t *n)
 {
     lock(m);
     sqlite3_stmt *s = stmt(m, S_TLIST);
     bind_i64(s, 1, (int64_t)ver);
-    struct fsm_tensor *v = NULL;
-    size_t len = 0, cap = 0;
-    int rc;
-    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-        if ((rc = ck_grow((void **)&v, &cap, len, sizeof *v)) < 0) break;
-        struct fsm_tensor *t = &v[len++];
-        t->off = (uint64_t)sqlite3_column_int64(s, 0);
-        t->len = (uint64_t)sqlite3_column_int64(s, 1);
-        t->dtype = (uint8_t)sqlite3_column_int64(s, 2);
-        t->width = (uint8_t)sqlite3_column_int64(s, 3);
-        int k = copy_blob(s, 4, t->name, FSM_TNAME_MAX - 1);
-        t->name[k < 0 ? 0 : k] = 0;
-    }
-    rc = rc == SQLITE_DONE ? 0 : rc < 0 ? rc : sql_err(m, rc);
-    done(s);
+    int rc = fsm_rows(m, s, sizeof **out, read_tensor, (void **)out, n);
     unlock(m);
-    if (rc < 0) {
-        free(v);
-        return rc;
-    }
-    *out = v;
-    *n = len;
-    return 0;
+    return rc;
 }
 
 int fsmeta_tensors(fsmeta *m, uint64_t ino, struct fsm_tensor **out, size_t *n)
 {
     uint64_t ver;
-    lock(m);
+    *out = NULL;
+    *n = 0;
+    lock(m); /* (recursive) the version read is the one listed */
     int rc = current_ver(m, ino, &ver);
+    if (rc == 0) rc = fsmeta_version_tensors(m, ver, out, n);
     unlock(m);
-    if (rc == -ENOENT) {
-        *out = NULL;
-        *n = 0;
-        return 0;
-    }
-    CK_TRY(rc);
-    return fsmeta_version_tensors(m, ver, out, n);
+    return rc == -ENOENT ? 0 : rc;
 }
 
 int fsmeta_family_latest(fsmeta *m, const char *family, uint64_t not_ino, uint64_t *ino)

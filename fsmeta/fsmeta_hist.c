@@ -73,8 +73,6 @@ static void read_hentry(sqlite3_stmt *s, void *out)
     e->name[k < 0 ? 0 : k] = 0;
 }
 
-typedef void (*row_fn)(sqlite3_stmt *s, void *out);
-
 /* Where each_row sends rows: versions or history entries. */
 struct rows {
     fsmeta_version_cb ver;
@@ -100,7 +98,7 @@ static int each_row(fsmeta *m, sqlite3_stmt *s, const struct rows *r)
 }
 
 /* Read one row into out; -ENOENT when there is none. Releases the lock. */
-static int one_row(fsmeta *m, sqlite3_stmt *s, row_fn read_row, void *out)
+static int one_row(fsmeta *m, sqlite3_stmt *s, fsm_row_fn read_row, void *out)
 {
     int rc = sqlite3_step(s);
     if (rc == SQLITE_ROW) read_row(s, out);
@@ -109,8 +107,6 @@ static int one_row(fsmeta *m, sqlite3_stmt *s, row_fn read_row, void *out)
     unlock(m);
     return rc;
 }
-
-static void read_i64(sqlite3_stmt *s, void *out) { *(int64_t *)out = sqlite3_column_int64(s, 0); }
 
 int fsmeta_version_get(fsmeta *m, uint64_t id, struct fsm_version *v)
 {
@@ -170,7 +166,8 @@ int fsmeta_version_mix(fsmeta *m, uint64_t ver, struct fsm_mix *mix)
     while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
         int codec = sqlite3_column_int(s, 0);
         uint64_t bytes = (uint64_t)sqlite3_column_int64(s, 2);
-        if (codec >= 0 && codec < 5) mix->raw[codec] += bytes;
+        if (codec >= 0 && codec < (int)(sizeof mix->raw / sizeof *mix->raw))
+            mix->raw[codec] += bytes;
         if (sqlite3_column_int(s, 1)) mix->delta += bytes;
         mix->blocks += (uint64_t)sqlite3_column_int64(s, 3);
     }
@@ -185,9 +182,9 @@ int fsmeta_version_base(fsmeta *m, uint64_t ver, uint64_t *base_ver)
     lock(m);
     sqlite3_stmt *s = stmt(m, S_VERBASE);
     bind_i64(s, 1, (int64_t)ver);
-    int64_t b = 0;
-    int rc = one_row(m, s, read_i64, &b);
-    *base_ver = (uint64_t)b;
+    *base_ver = 0;
+    int rc = step_id(m, s, base_ver);
+    unlock(m);
     return rc == -ENOENT ? 0 : rc;
 }
 
@@ -231,7 +228,9 @@ static int scalar(fsmeta *m, int which, int has_arg, int64_t arg, int64_t *out)
     lock(m);
     sqlite3_stmt *s = stmt(m, which);
     if (has_arg) bind_i64(s, 1, arg);
-    return one_row(m, s, read_i64, out);
+    int rc = step_id(m, s, (uint64_t *)out);
+    unlock(m);
+    return rc;
 }
 
 int fsmeta_seq_last(fsmeta *m, uint64_t *seq)

@@ -15,6 +15,10 @@
 #define NEWER "EXISTS (SELECT 1 FROM version w WHERE w.seq>v.seq AND w.state<>1 " \
               "AND (w.ino=v.ino OR w.family=v.family))"
 
+/* The stored bytes of version ver's extents. */
+#define VER_STORED(ver) "(SELECT coalesce(sum(c.stored_len),0) FROM extent e " \
+                        "JOIN chunk c ON c.id=e.chunk WHERE e.ver=" ver ")"
+
 const char *const fsm_lossy_sql[S_COUNT] = {
     [S_RCNEXT] = "SELECT v.id FROM version v WHERE v.policy IS NOT NULL AND v.state=0 "
                  "AND (v.lossy=3 OR (v.lossy=0 AND " NEWER ")) "
@@ -23,10 +27,10 @@ const char *const fsm_lossy_sql[S_COUNT] = {
                  "family=(SELECT family FROM version WHERE id=?3)) ORDER BY seq DESC LIMIT 1",
     [S_RCOLD] = "SELECT chunk FROM extent WHERE ver=?1 AND off=?2",
     [S_RCEXT] = "UPDATE extent SET chunk=?3 WHERE ver=?1 AND off=?2",
-    [S_RCVER] = "UPDATE version SET lossy=?2,err=?3,stored=(SELECT coalesce(sum(c.stored_len),0) "
-                "FROM extent e JOIN chunk c ON c.id=e.chunk WHERE e.ver=?1) WHERE id=?1",
+    [S_RCVER] = "UPDATE version SET lossy=?2,err=?3,stored=" VER_STORED("?1") " WHERE id=?1",
+    /* (ino= lets the primary key find the inode: ver has no index.) */
     [S_RCINODE] = "UPDATE inode SET stored=(SELECT stored FROM version WHERE id=?1) "
-                  "WHERE ver=?1",
+                  "WHERE ino=(SELECT ino FROM version WHERE id=?1) AND ver=?1",
     /* (base<>0 lets the partial index chunk_base serve these.) */
     [S_RCDEPS] = "SELECT id,pack,off,raw_len,stored_len,codec,hash,base,depth,chain "
                  "FROM chunk WHERE base=?1 AND base<>0 AND refs>0",
@@ -47,8 +51,7 @@ const char *const fsm_lossy_sql[S_COUNT] = {
                  "UPDATE chunk SET depth=(SELECT depth FROM d WHERE d.id=chunk.id),"
                  "chain=(SELECT chain FROM d WHERE d.id=chunk.id) "
                  "WHERE id IN (SELECT id FROM d WHERE id<>?1)",
-    [S_RCVSTORED] = "UPDATE version SET stored=(SELECT coalesce(sum(c.stored_len),0) "
-                    "FROM extent e JOIN chunk c ON c.id=e.chunk WHERE e.ver=version.id) "
+    [S_RCVSTORED] = "UPDATE version SET stored=" VER_STORED("version.id") " "
                     "WHERE id IN (SELECT ver FROM extent WHERE chunk=?1)",
     [S_RCISTORED] = "UPDATE inode SET stored=(SELECT stored FROM version WHERE id=inode.ver) "
                     "WHERE ino IN (SELECT v.ino FROM extent e JOIN version v ON v.id=e.ver "
@@ -112,23 +115,17 @@ int fsmeta_recode_commit(fsmeta *m, uint64_t ver, struct fsm_extent *ext, size_t
     return fsmeta_end(m, rc);
 }
 
+static void read_chunk_row(sqlite3_stmt *s, void *out) { read_chunk(s, 0, out); }
+
 int fsmeta_chunk_deltas(fsmeta *m, uint64_t id, struct fsm_chunk **out, size_t *n)
 {
     *out = NULL;
     *n = 0;
-    size_t cap = 0;
     lock(m);
     sqlite3_stmt *s = stmt(m, S_RCDEPS);
     bind_i64(s, 1, (int64_t)id);
-    int rc;
-    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-        if ((rc = ck_grow((void **)out, &cap, *n, sizeof **out)) < 0) break;
-        read_chunk(s, 0, &(*out)[(*n)++]);
-    }
-    rc = rc == SQLITE_DONE ? 0 : rc < 0 ? rc : sql_err(m, rc);
-    done(s);
+    int rc = fsm_rows(m, s, sizeof **out, read_chunk_row, (void **)out, n);
     unlock(m);
-    if (rc < 0) free(*out), *out = NULL, *n = 0;
     return rc;
 }
 
