@@ -63,13 +63,13 @@ int policy_parse(const char *text, size_t len, struct policy *p)
     int kind = -1;
     for (int k = 0; k < 3; k++)
         if (strcmp(buf, kind_names[k]) == 0) kind = k;
-    if (kind < 0 || (kind == POLICY_LOSSLESS && opts)) return -EINVAL;
+    if (kind < 0 || (kind == POLICY_LOSSLESS && opts) || (opts && !*opts)) /* "excp:" */
+        return -EINVAL;
     struct policy q;
     policy_default(kind, &q);
     for (char *save = NULL, *o = opts ? strtok_r(opts, ",", &save) : NULL; o;
          o = strtok_r(NULL, ",", &save))
         CK_TRY(parse_opt(o, &q));
-    if (opts && !*opts && !q.newest) return -EINVAL; /* "excp:" */
     *p = q;
     return 0;
 }

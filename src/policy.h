@@ -26,6 +26,8 @@
 
 #include <stddef.h>
 
+#include "../fsmeta/fsmeta.h"
+
 enum policy_kind { POLICY_LOSSLESS = 0, POLICY_BITSNAP = 1, POLICY_EXCP = 2 };
 
 struct policy {
@@ -36,8 +38,10 @@ struct policy {
     int newest;     /* the newest version is made lossy too */
 };
 
-#define POLICY_XATTR "user.ckptfs.policy"
+#define POLICY_XATTR FSMETA_INHERITED_XATTR /* "user.ckptfs.policy" */
 #define POLICY_TEXT_MAX 128
+/* Versions record the canonical text (fsm_version.policy). */
+_Static_assert(sizeof((struct fsm_version *)0)->policy == POLICY_TEXT_MAX, "policy text size");
 
 /* The defaults of a kind. */
 void policy_default(int kind, struct policy *p);
