@@ -421,11 +421,12 @@ static int pair_across(struct rc *rc, struct rtensor *r, size_t n)
     return rv < 0 ? rv : 0;
 }
 
-static int recode_all(struct rc *rc, const struct fsm_tensor *t, size_t n)
+static int recode_all(struct rc *rc)
 {
+    size_t n = rc->nt;
     struct rtensor *r = calloc(n ? n : 1, sizeof *r);
     if (!r) return -ENOMEM;
-    classify(t, n, r);
+    classify(rc->t, n, r);
     int rc_ = 0, weights = 0;
     for (size_t i = 0; i < n; i++) weights |= r[i].role == R_WEIGHT;
     if (weights && rc->pol.kind == POLICY_EXCP) rc_ = pair_across(rc, r, n);
@@ -473,6 +474,7 @@ static int rebase_deltas(struct rc *rc)
     for (size_t i = 0; r == 0 && i < rc->nout; i++) {
         const struct fsm_extent *old = extent_at(rc->ext, rc->next, rc->out[i].file_off);
         assert(old && rc->out[i].c.id);
+        unsigned width = width_at(rc, old->file_off);
         free(deps);
         if ((r = fsmeta_chunk_deltas(rc->st->meta, old->c.id, &deps, &nd)) < 0) break;
         for (size_t k = 0; r == 0 && k < nd; k++) {
@@ -480,13 +482,14 @@ static int rebase_deltas(struct rc *rc)
             ** then pass the depth bound; fp32 masters that were coded
             ** against this block's bf16 weights (wide): standalone. */
             uint32_t height = 0;
-            struct store_hint h = {.width = width_at(rc, old->file_off), .is_float = 1,
-                                   .has_base = 1, .base = rc->out[i].c};
-            if ((r = fsmeta_chunk_height(rc->st->meta, deps[k].id, &height)) < 0) break;
-            if (deps[k].codec == CODEC_WIDE)
+            struct store_hint h = {.width = width, .is_float = 1, .has_base = 1,
+                                   .base = rc->out[i].c};
+            if (deps[k].codec == CODEC_WIDE) {
                 h = (struct store_hint){.width = 4, .is_float = 1};
-            else if (h.base.depth + 1 + height > STORE_MAX_DEPTH)
-                h.has_base = 0;
+            } else {
+                if ((r = fsmeta_chunk_height(rc->st->meta, deps[k].id, &height)) < 0) break;
+                if (h.base.depth + 1 + height > STORE_MAX_DEPTH) h.has_base = 0;
+            }
             if ((r = grow_buffers(rc, deps[k].raw_len)) < 0) break;
             if ((r = ck_grow((void **)&nc, &cap, n, sizeof *nc)) < 0) break;
             if ((r = ck_grow((void **)&ob, &ocap, n, sizeof *ob)) < 0) break;
@@ -528,7 +531,7 @@ int recode_version(struct store *st, const struct fsm_version *v, struct recode_
         if (r == 0) r = load_prev(&rc, v);
         if (r == 0) r = store_space(st, v->stored);
         rc.t = t, rc.nt = nt;
-        if (r == 0) r = recode_all(&rc, t, nt);
+        if (r == 0) r = recode_all(&rc);
     } else if (r < 0) {
         ck_log(CK_LOG_WARN, "version %llu: unknown policy '%s': kept exact",
                (unsigned long long)v->id, v->policy);

@@ -39,19 +39,23 @@ void xbase_free(struct xbase *x)
     free(x);
 }
 
-/* Keep the bf16 tensors of sibling version ver (slot i). */
+/* Keep the bf16 tensors of sibling version ver (slot i), and its extents
+** when it has any. */
 static int load_one(struct xbase *x, struct store *st, uint64_t ver, size_t i)
 {
     struct fsm_tensor *t;
-    size_t nt, cap = x->nc;
+    size_t nt, cap = x->nc, first = x->nc;
     CK_TRY(fsmeta_version_tensors(st->meta, ver, &t, &nt));
-    int rc = fsmeta_version_extents(st->meta, ver, &x->ext[i], &x->next[i]);
+    int rc = 0;
     for (size_t k = 0; rc == 0 && k < nt; k++) {
         if (t[k].dtype != FMT_BF16) continue;
         if ((rc = ck_grow((void **)&x->c, &cap, x->nc, sizeof *x->c)) < 0) break;
         x->c[x->nc++] = (struct xcand){.t = t[k], .ver = i};
     }
     free(t);
+    if (rc == 0 && x->nc > first)
+        rc = fsmeta_version_extents(st->meta, ver, &x->ext[i], &x->next[i]);
+    if (rc < 0) x->nc = first; /* no candidates without their extents */
     return rc;
 }
 
