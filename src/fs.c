@@ -171,7 +171,6 @@ static int get_dir(fsmeta *m, uint64_t ino, struct fsm_attr *d)
 }
 
 /* Create an inode named name in parent, owned by the caller. */
-/* Create an inode named name in parent, owned by the caller. */
 static int make_node(fuse_req_t req, uint64_t parent, const char *name, mode_t mode,
                      dev_t rdev, const char *target, uint64_t *ino)
 {
@@ -199,11 +198,11 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
     conn->want &= ~(unsigned)FUSE_CAP_AUTO_INVAL_DATA;
 }
 
+/* At unmount: a final commit, or, while a writer is still open, a
+** provisional one that saves what it wrote (as its fsync would). */
 static void commit_all(struct node *n, void *ctx)
 {
-    if (__atomic_load_n(&n->nwriters, __ATOMIC_ACQUIRE)) /* a writer is still open: */
-        ingest_commit(ctx, n, 1, 0);                     /* save what it wrote */
-    ingest_commit(ctx, n, 1, 1);
+    ingest_commit(ctx, n, 1, __atomic_load_n(&n->nwriters, __ATOMIC_ACQUIRE) == 0);
 }
 
 static void op_destroy(void *userdata)
@@ -934,16 +933,20 @@ static int list_add(char *buf, size_t size, int len, const char *add, size_t ale
 ** and directories), then the computed user.ckptfs.* (regular files). */
 static int list_xattr(struct fs *fs, uint64_t ino, char *buf, size_t size)
 {
-    int len = 0;
-    if (!hview_owns(ino)) {
-        len = fsmeta_xattr_list(fs->st->meta, ino, buf, size);
-        if (len >= 0 && default_policy(fs, ino, NULL, 0) >= 0 &&
-            fsmeta_xattr_get(fs->st->meta, ino, POLICY_XATTR, NULL, 0) == -ENODATA)
-            len = list_add(buf, size, len, POLICY_XATTR, sizeof POLICY_XATTR);
-    }
     uint64_t ver;
-    if (len < 0 || shown_version(fs, ino, &ver) < 0) return len;
-    return list_add(buf, size, len, HISTORY_XATTRS, HISTORY_XATTRS_LEN);
+    if (hview_owns(ino))
+        return hview_version(fs->view, ino, &ver) < 0
+                   ? 0 : list_add(buf, size, 0, HISTORY_XATTRS, HISTORY_XATTRS_LEN);
+    fsmeta *m = fs->st->meta;
+    struct fsm_attr a;
+    CK_TRY(fsmeta_getattr(m, ino, &a));
+    int len = fsmeta_xattr_list(m, ino, buf, size);
+    if (len >= 0 && (S_ISREG(a.mode) || S_ISDIR(a.mode)) &&
+        fsmeta_xattr_get(m, ino, POLICY_XATTR, NULL, 0) == -ENODATA)
+        len = list_add(buf, size, len, POLICY_XATTR, sizeof POLICY_XATTR);
+    if (len >= 0 && S_ISREG(a.mode))
+        len = list_add(buf, size, len, HISTORY_XATTRS, HISTORY_XATTRS_LEN);
+    return len;
 }
 
 static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
