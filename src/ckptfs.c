@@ -138,11 +138,11 @@ static void retain_once(struct bg *b)
 {
     /* Without keep_within the outcome changes only with the history: an idle
     ** mount need not walk every version each interval. */
-    uint64_t last;
+    uint64_t last = 0;
     if (!bg_retains(b)) return;
     if (fsmeta_seq_last(b->st->meta, &last) == 0 && last == b->seen && !b->p.keep_within_ns)
         return;
-    b->seen = last;
+    b->seen = last; /* 0 (never seen) when it could not be read */
     struct hist_prune_stats s;
     int rc = history_prune(b->st->meta, &b->p, ck_now_ns(), 0, NULL, NULL, &s);
     if (rc < 0) ck_log(CK_LOG_ERR, "retention: %s", strerror(-rc));
@@ -298,8 +298,8 @@ int main(int argc, char **argv)
     }
     if (cli.block_kib) so.block_size = (size_t)cli.block_kib << 10;
     struct bg keep = {.p = {.keep_last = (unsigned)cli.keep_last,
-                                .keep_every = (unsigned)cli.keep_every},
-                          .interval = cli.prune_interval ? (unsigned)cli.prune_interval : 60};
+                            .keep_every = (unsigned)cli.keep_every},
+                      .interval = cli.prune_interval ? (unsigned)cli.prune_interval : 60};
     if (cli.keep_within && history_parse_duration(cli.keep_within, &keep.p.keep_within_ns) < 0) {
         fprintf(stderr, "ckptfs: keep_within: bad duration '%s' (e.g. 12h, 7d)\n",
                 cli.keep_within);
