@@ -47,7 +47,8 @@ static const char usage_text[] =
     "         totals: files, bytes, versions kept, bytes stored, ratio, packs;\n"
     "         --files adds one line per live file with its own ratio\n"
     "  log    [--json] STORE PATH\n"
-    "         every version PATH showed: change, time, size, stored, codec, base\n"
+    "         every version PATH showed: change, time, size, stored, base,\n"
+    "         lossy policy and state, codec\n"
     "  cat    STORE PATH[@SEQ]\n"
     "         the exact bytes of PATH (its latest version, or the one committed\n"
     "         by change SEQ) to standard output\n"
@@ -225,20 +226,19 @@ static int path_versions(struct store *st, const char *path, struct fsm_version 
 /* What a policy did to a version: "done", "pending" or "exact". */
 static const char *lossy_state(const struct fsm_version *v)
 {
-    if (v->policy[0] && v->lossy == FSM_LOSSY_DONE) return "done";
-    if (v->policy[0] && (v->lossy == FSM_LOSSY_TODO || v->lossy == FSM_LOSSY_NOW))
-        return "pending";
-    return "exact";
+    if (!v->policy[0] || v->lossy == FSM_LOSSY_EXACT) return "exact";
+    return v->lossy == FSM_LOSSY_DONE ? "done" : "pending";
 }
 
-/* The same for people: "exact", "excp pending", "excp err 1.2e-03". */
+/* The same for people: "exact", "excp pending", "excp exact", "excp err
+** 1.2e-03" (the policy's name, without its parameters). */
 static void lossy_text(const struct fsm_version *v, char *buf, size_t cap)
 {
-    const char *state = lossy_state(v);
     int k = (int)strcspn(v->policy, ":");
     if (!v->policy[0]) snprintf(buf, cap, "exact");
-    else if (strcmp(state, "done") == 0) snprintf(buf, cap, "%.*s err %.2e", k, v->policy, v->err);
-    else snprintf(buf, cap, "%.*s %s", k, v->policy, state);
+    else if (v->lossy == FSM_LOSSY_DONE)
+        snprintf(buf, cap, "%.*s err %.2e", k, v->policy, v->err);
+    else snprintf(buf, cap, "%.*s %s", k, v->policy, lossy_state(v));
 }
 
 static void print_version(struct store *st, const struct fsm_version *v, int json, int first)

@@ -387,10 +387,11 @@ int history_codec_mix(fsmeta *m, uint64_t ver, char *buf, size_t cap)
     const char *names[] = {"raw", "zstd", "tensor", "tensor-delta", "lossy", "wide"};
     uint64_t bytes[] = {x.raw[0], x.raw[1], x.raw[2] - CK_MIN(x.delta, x.raw[2]), x.delta,
                         x.raw[3], x.raw[4]};
-    uint64_t total = x.raw[0] + x.raw[1] + x.raw[2] + x.raw[3] + x.raw[4];
+    uint64_t total = 0;
+    for (size_t i = 0; i < sizeof x.raw / sizeof *x.raw; i++) total += x.raw[i];
     size_t len = 0;
     buf[0] = 0;
-    for (int i = 5; i >= 0 && total; i--) {
+    for (int i = (int)(sizeof names / sizeof *names) - 1; i >= 0 && total; i--) {
         if (!bytes[i]) continue;
         int k = snprintf(buf + len, cap - len, "%s%s %.1f%%", len ? " " : "", names[i],
                          100.0 * (double)bytes[i] / (double)total);

@@ -27,7 +27,7 @@ enum node_mode {
 struct node {
     uint64_t ino;
     struct node *hnext;
-    /* guarded by the table lock */
+    /* guarded by the table lock (nwriters is also read without it, atomically) */
     uint64_t nlookup;
     unsigned nopen, nwriters, pins;
 
