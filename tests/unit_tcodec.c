@@ -65,13 +65,6 @@ static void put64(uint8_t *p, uint64_t v)
     for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
 }
 
-static uint16_t f32_to_bf16(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return ut_bf16(u);
-}
-
 static void shuffle(uint8_t *p, size_t n, uint64_t seed)
 {
     uint64_t s = ut_seed(seed);
@@ -885,8 +878,9 @@ static void verify_body(const uint8_t *st, size_t len, size_t *off, int mode, in
     free(mask);
 }
 
-/* How many grouped blocks verify_format saw. */
-static unsigned long grouped_seen;
+/* How many grouped blocks verify_format saw, and of their groups how many
+** had a dense and a sparse body. */
+static unsigned long grouped_seen, group_bodies[3];
 
 /* Parse a stored block by the format in tcodec.h and compare every plane
 ** value with the reference transform of raw (against base). codecs[] gets
@@ -924,6 +918,7 @@ static void verify_format(const uint8_t *st, size_t len, const uint8_t *raw, con
             ck_assert_uint_lt(off, len);
             int sub = st[off++];
             ck_assert(sub == TC_DENSE || sub == TC_SPARSE);
+            group_bodies[sub]++;
             verify_body(st, len, &off, sub, flags, raw, base, idx, m, w, codecs);
         }
     }
@@ -1022,7 +1017,7 @@ static void gen_weights(uint8_t *p, size_t n, unsigned w, uint64_t seed)
             break;
         }
         case 2: {
-            uint16_t b = f32_to_bf16((float)g);
+            uint16_t b = ut_bf16f((float)g);
             memcpy(p + 2 * i, &b, 2);
             break;
         }
@@ -1876,8 +1871,8 @@ START_TEST(test_tc_grouped)
     for (size_t i = 0; i < cnt; i++) {
         float w = (float)(0.02 * ut_gauss(&s)), step = (float)(2e-4 * ut_gauss(&s));
         float nw = w + step;
-        wrw(base + 2 * i, 2, f32_to_bf16(w));
-        wrw(raw + 2 * i, 2, f32_to_bf16(nw));
+        wrw(base + 2 * i, 2, ut_bf16f(w));
+        wrw(raw + 2 * i, 2, ut_bf16f(nw));
     }
     unsigned long seen = grouped_seen;
     struct tc_res g = tc_rt(raw, n, 2, 1, base, NULL);
@@ -1904,28 +1899,40 @@ START_TEST(test_tc_grouped)
     ck_assert_int_eq(tc_decode(st, len, base, h, out, n), -EIO);
     free(st);
     free(out);
-    /* Every group bound and body kind must survive a base with few exponents. */
+    /* A base with two exponents, one group each: every element of the one
+    ** moves by an ulp (a dense body), 1 in 64 of the other get random bits
+    ** (a sparse body). Grouped, with both body kinds. */
     for (size_t i = 0; i < cnt; i++) wrw(base + 2 * i, 2, (i & 1) ? 0x3c00 : 0x3c80);
     memcpy(raw, base, n);
-    for (size_t i = 0; i < cnt; i += 3) wrw(raw + 2 * i, 2, rdw(base + 2 * i, 2) + 1);
-    tc_rt(raw, n, 2, 1, base, NULL);
-    /* The smallest groupable block, every width, elements spread over many
-    ** exponents, each group a mix of changed and unchanged: round trip
-    ** within tc_bound (tc_rt checks the guard), grouped or not. */
+    for (size_t i = 0; i < cnt; i++) {
+        uint64_t b = rdw(base + 2 * i, 2);
+        if (i & 1) wrw(raw + 2 * i, 2, b + 1);
+        else if (ut_rand(&s) % 64 == 0) wrw(raw + 2 * i, 2, b ^ (1 + ut_rand(&s) % 0x7fff));
+    }
+    unsigned long dense = group_bodies[TC_DENSE], sparse = group_bodies[TC_SPARSE];
+    ck_assert_int_eq(tc_rt(raw, n, 2, 1, base, NULL).mode, TC_GROUPED);
+    ck_assert_uint_gt(group_bodies[TC_DENSE], dense);
+    ck_assert_uint_gt(group_bodies[TC_SPARSE], sparse);
+    /* The smallest groupable block, every width, elements over 16 exponents
+    ** (a group each), each group a mix of changed and unchanged with its
+    ** changes in its own byte: grouped, and within tc_bound (tc_rt checks
+    ** the guard). */
     for (unsigned w = 2; w <= 8; w *= 2) {
         size_t m = 32768, c = m / w;
         uint8_t *bb = ut_xmalloc(m), *rr = ut_xmalloc(m);
         for (size_t i = 0; i < c; i++) {
             uint64_t v = ut_rand(&s) & wmask(w);
-            uint64_t e = (uint64_t)(i % 40) << (8 * w - 9); /* 40 exponents */
+            uint64_t e = (uint64_t)(i % 16) << (8 * w - 9);
             v = (v & ~(0xFFull << (8 * w - 9))) | e;
             wrw(bb + w * i, w, v);
-            wrw(rr + w * i, w, (ut_rand(&s) & 1) ? v + (ut_rand(&s) % 1000) : v);
+            uint64_t d = (1 + ut_rand(&s) % 255) << (8 * (i % 16 % w));
+            wrw(rr + w * i, w, (ut_rand(&s) & 1) ? v ^ d : v);
         }
-        tc_rt(rr, m, w, 1, bb, NULL);
+        ck_assert_int_eq(tc_rt(rr, m, w, 1, bb, NULL).mode, TC_GROUPED);
         free(bb), free(rr);
     }
-    /* Too small to group, or not floats: never grouped. */
+    /* Too small to group, or not floats: never grouped (as floats, this
+    ** data was). */
     ck_assert_int_ne(tc_rt(raw, 8192, 2, 1, base, NULL).mode, TC_GROUPED);
     ck_assert_int_ne(tc_rt(raw, n, 2, 0, base, NULL).mode, TC_GROUPED);
     free(base);
