@@ -121,6 +121,14 @@ static inline uint16_t ut_bf16(uint32_t f)
     return (uint16_t)((f + 0x7fff + (f >> 16 & 1)) >> 16);
 }
 
+/* The same for a float. */
+static inline uint16_t ut_bf16f(float x)
+{
+    uint32_t f;
+    memcpy(&f, &x, 4);
+    return ut_bf16(f);
+}
+
 static inline void *ut_xmalloc(size_t n)
 {
     void *p = malloc(n ? n : 1);
