@@ -958,6 +958,15 @@ START_TEST(test_rebase_refs)
     ck_assert_uint_eq(moved, 0);
     ck_assert_int_eq(fsmeta_chunk_get(m, x.id, &got), 0);
     ck_assert_uint_eq(got.off, 500);
+    /* Rebasing a chunk that died (e, collected above): nothing happens, and
+    ** it stays gone. */
+    struct fsm_chunk e2 = e;
+    e2.off = 700;
+    uint64_t e_base = a.id;
+    ck_assert_int_ne(fsmeta_chunk_get(m, e.id, &got), 0);
+    ck_assert_int_eq(fsmeta_rebase_commit(m, &e2, &e_base, 1, &moved), 0);
+    ck_assert_uint_eq(moved, 0);
+    ck_assert_int_ne(fsmeta_chunk_get(m, e.id, &got), 0);
     ck_assert_int_eq(fsmeta_check(m, 0, NULL, NULL), 0);
     fsmeta_close(m);
 }

@@ -60,6 +60,7 @@ START_TEST(test_refused)
     char big[POLICY_TEXT_MAX + 8];
     memset(big, 'a', sizeof big);
     ck_assert_int_eq(policy_parse(big, sizeof big, &p), -EINVAL);
+    ck_assert_int_eq(p.kind, 99);
 }
 END_TEST
 
