@@ -20,9 +20,10 @@
 #   TNAME  the test's name, for messages
 #
 # Helpers: fail MSG, check DESC CMD..., check_fails DESC ERRTEXT CMD...,
-# same_file A B, mount_fs [OPTS], umount_fs, remount_fs [OPTS], is_mounted DIR,
-# daemon_pid, wait_daemon_gone, on_exit CMD, stats_field NAME, file_stored PATH,
-# drop_caches, need_torch, rand_file F BYTES.
+# expect_status WANT DESC CMD..., same_file A B, mount_fs [OPTS], umount_fs,
+# remount_fs [OPTS], is_mounted DIR, daemon_pid, wait_daemon_gone, on_exit CMD,
+# stats_field NAME, file_stored PATH, drop_caches, need_torch, train WHAT ARGS...,
+# rand_file F BYTES.
 #
 # Exit status convention: 0 pass, 1 fail, 77 skip (only when /dev/fuse is absent).
 
@@ -232,9 +233,8 @@ drop_caches()
     echo 3 >/proc/sys/vm/drop_caches
 }
 
-# need_torch: fail unless Debian's python3 with torch is there.
-# need_torch: Debian's torch is there; sets PY and TRAIN (scripts/train.py)
-# and one thread for torch and BLAS.
+# need_torch: fail unless Debian's python3 with torch is there; sets PY and
+# TRAIN (scripts/train.py) and one thread for torch and BLAS.
 need_torch()
 {
     /usr/bin/python3 -c 'import torch' 2>/dev/null || fail "needs Debian's python3-torch"

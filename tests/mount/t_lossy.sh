@@ -11,7 +11,8 @@
 # read back the same after a remount; fsck must find nothing wrong. Under
 # "excp:newest" a lone checkpoint is re-encoded without waiting for a newer,
 # and 24 versions of one file form residual chains no deeper than the
-# keyframes every 16 versions allow.
+# keyframes every 16 versions allow, each version reading back close to
+# what was written.
 set -euo pipefail
 # shellcheck source=tests/lib.sh
 . "$TESTLIB"
@@ -164,5 +165,35 @@ assert len(v) == 24 and [x["lossy"] for x in v] == ["exact"] + ["done"] * 23, v
 print(max(x["error"] for x in v))')
 log "worst relative error over the 24 versions: $worst"
 "$PY" -c "import sys; sys.exit(not $worst < 0.05)" || fail "a chained version drifted: error $worst"
+# What each version reads back (a whole chain decoded), measured against
+# what was written: the first byte-exact, the others within the bound and
+# at the error ckptctl log reports.
+readback() { "$PY" - "$CKPTCTL" "$STORE" "$T/chain" <<'PY'
+import json, subprocess, sys
+import numpy as np
+ctl, store, keep = sys.argv[1:4]
+path = "/chain/model.safetensors"
+vs = json.loads(subprocess.check_output([ctl, "log", "--json", store, path]))["versions"]
+def weights(blob):
+    n = int.from_bytes(blob[:8], "little")
+    u = np.frombuffer(blob[8 + n:], dtype=np.uint16).astype(np.uint32) << 16
+    return u.view(np.float32).astype(np.float64)
+worst = 0.0
+for i, v in enumerate(vs):
+    got = subprocess.check_output([ctl, "cat", store, f"{path}@{v['seq']}"])
+    want = open(f"{keep}/v{i}", "rb").read()
+    n = 8 + int.from_bytes(want[:8], "little")
+    assert len(got) == len(want) and got[:n] == want[:n], f"version {i}: size or header differs"
+    assert i > 0 or got == want, "the first version does not read back exact"
+    x = weights(want)
+    err = float(np.linalg.norm(weights(got) - x) / np.linalg.norm(x))
+    assert err < 0.05, f"version {i} reads back with error {err}"
+    assert abs(err - v["error"]) <= 0.01 * v["error"] + 1e-6, \
+        f"version {i}: error {err} read back, ckptctl log reports {v['error']}"
+    worst = max(worst, err)
+print(f"worst relative error read back: {worst:.3g}")
+PY
+}
+check "the 24 versions read back close to what was written" readback
 check "fsck after re-encoding" "$CKPTCTL" fsck "$STORE"
 log "ok"

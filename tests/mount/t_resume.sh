@@ -20,8 +20,7 @@ log "check-resume with all checkpoints in the mount"
 remount_fs
 drop_caches
 for d in "$MNT"/work/check-resume-*/resumed/checkpoint-*; do
-    /usr/bin/python3 "$SCRIPTS/train.py" --eval-from "$d" --expect-logged \
-        >>"$T/eval.log" 2>&1 || { cat "$T/eval.log"; fail "$d does not evaluate as logged after remount"; }
+    train "$d evaluated as logged after remount" --eval-from "$d" --expect-logged
 done
 [ "$(stats_field delta_chunks)" -gt 0 ] || fail "no delta blocks for a training run"
 umount_fs
