@@ -157,9 +157,10 @@ static int write_rank(const char *name)
     static const char *const order[] = {"config.json", "model.safetensors",
                                         "training_args.bin", "optimizer.pt", "scheduler.pt",
                                         "trainer_state.json", "rng_state.pth"};
-    for (int i = 0; i < 7; i++)
+    int n = (int)(sizeof order / sizeof *order);
+    for (int i = 0; i < n; i++)
         if (!strcmp(name, order[i])) return i;
-    return 7;
+    return n;
 }
 
 static int by_write_order(const void *a, const void *b)
