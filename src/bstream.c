@@ -86,6 +86,15 @@ done:
     return BSTREAM_HDR + len;
 }
 
+long bstream_get_mask(const uint8_t *src, size_t avail, uint8_t *mask, size_t cnt, size_t c)
+{
+    long r = bstream_get(src, avail, mask, (cnt + 7) / 8);
+    if (r < 0) return r;
+    size_t pop = 0;
+    for (size_t i = 0; i < (cnt + 7) / 8; i++) pop += (size_t)__builtin_popcount(mask[i]);
+    return pop == c && !(cnt % 8 && mask[cnt / 8] >> (cnt % 8)) ? r : -EIO;
+}
+
 long bstream_get(const uint8_t *src, size_t avail, uint8_t *p, size_t cnt)
 {
     if (avail < BSTREAM_HDR) return -EIO;

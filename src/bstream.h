@@ -32,6 +32,11 @@ size_t bstream_put(const uint8_t *p, size_t n, uint8_t *dst, size_t cap);
 ** bytes it used, or -EIO when malformed. */
 long bstream_get(const uint8_t *src, size_t avail, uint8_t *p, size_t n);
 
+/* Read a stream of the bitmask of cnt elements (bit i, LSB first, of byte
+** i/8) into mask; it must have exactly c bits set and none past cnt.
+** Returns the bytes used, or -EIO. */
+long bstream_get_mask(const uint8_t *src, size_t avail, uint8_t *mask, size_t cnt, size_t c);
+
 /* Bytes an order-0 coder needs for n symbols distributed as hist (a
 ** histogram of tot symbols, a sample of the n). */
 double bstream_entropy(const uint32_t hist[256], size_t tot, size_t n);

@@ -404,14 +404,6 @@ static int get_header(const uint8_t *src, size_t len, const uint8_t *base, uint6
     return 0;
 }
 
-/* A kept mask of cnt bits must hold c bits and nothing past cnt. */
-static int mask_ok(const uint8_t *mask, size_t cnt, size_t c)
-{
-    size_t pop = 0;
-    for (size_t i = 0; i < (cnt + 7) / 8; i++) pop += (size_t)__builtin_popcount(mask[i]);
-    return pop == c && !(cnt % 8 && mask[cnt / 8] >> (cnt % 8));
-}
-
 /* ---- encode ---- */
 
 size_t lossy_bound(size_t n_bytes)
@@ -608,9 +600,9 @@ static int get_body(const uint8_t *src, size_t len, struct plan *p, size_t cnt,
     if (p->kind != LOSSY_KMEANS) {
         if (len < 4) return -EIO;
         c = ck_get32(src);
-        long r = bstream_get(src + 4, len - 4, mask, (cnt + 7) / 8);
+        if (c > cnt) return -EIO;
+        long r = bstream_get_mask(src + 4, len - 4, mask, cnt, c);
         if (r < 0) return (int)r;
-        if (c > cnt || !mask_ok(mask, cnt, c)) return -EIO;
         off = 4 + (size_t)r;
         p->mask = mask;
     }

@@ -701,18 +701,6 @@ static long get_planes(const uint8_t *src, size_t avail, uint8_t *s, size_t stri
     return (long)off;
 }
 
-/* Read a change mask of cnt bits with c set into mask; returns the bytes
-** used or -EIO. */
-static long get_mask(const uint8_t *src, size_t avail, uint8_t *mask, size_t cnt, size_t c)
-{
-    long r = bstream_get(src, avail, mask, (cnt + 7) / 8);
-    if (r < 0) return r;
-    size_t pop = 0;
-    for (size_t i = 0; i < (cnt + 7) / 8; i++) pop += (size_t)__builtin_popcount(mask[i]);
-    if (pop != c || (cnt % 8 && mask[cnt / 8] >> (cnt % 8))) return -EIO;
-    return r;
-}
-
 /* A dense or sparse body of cnt values into planes s (stride stride), mask
 ** as scratch; returns the bytes used or -EIO. */
 static long get_body(int mode, const uint8_t *src, size_t avail, uint8_t *s, size_t stride,
@@ -723,7 +711,7 @@ static long get_body(int mode, const uint8_t *src, size_t avail, uint8_t *s, siz
         if (avail < 4) return -EIO;
         c = ck_get32(src);
         off = 4;
-        long r = get_mask(src + off, avail - off, mask, cnt, c);
+        long r = bstream_get_mask(src + off, avail - off, mask, cnt, c);
         if (r < 0) return r;
         off += (size_t)r;
     }
