@@ -695,11 +695,14 @@ int fsmeta_xattr_remove(fsmeta *m, uint64_t ino, const char *name)
     return rc;
 }
 
-int fsm_rows(fsmeta *m, sqlite3_stmt *s, size_t size, fsm_row_fn read_row, void **out,
-             size_t *n)
+int fsm_rows(fsmeta *m, int which, uint64_t id, size_t size, fsm_row_fn read_row,
+             void **out, size_t *n)
 {
     uint8_t *v = NULL;
     size_t len = 0, cap = 0;
+    lock(m);
+    sqlite3_stmt *s = stmt(m, which);
+    bind_i64(s, 1, (int64_t)id);
     int rc;
     while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
         if ((rc = ck_grow((void **)&v, &cap, len, size)) < 0) break;
@@ -707,6 +710,7 @@ int fsm_rows(fsmeta *m, sqlite3_stmt *s, size_t size, fsm_row_fn read_row, void 
     }
     rc = rc == SQLITE_DONE ? 0 : rc < 0 ? rc : sql_err(m, rc);
     done(s);
+    unlock(m);
     if (rc < 0) {
         free(v);
         return rc;
@@ -727,12 +731,7 @@ static void read_extent(sqlite3_stmt *s, void *out)
 static int extents_by(fsmeta *m, int which, uint64_t id, struct fsm_extent **out,
                       size_t *n)
 {
-    lock(m);
-    sqlite3_stmt *s = stmt(m, which);
-    bind_i64(s, 1, (int64_t)id);
-    int rc = fsm_rows(m, s, sizeof **out, read_extent, (void **)out, n);
-    unlock(m);
-    return rc;
+    return fsm_rows(m, which, id, sizeof **out, read_extent, (void **)out, n);
 }
 
 int fsmeta_extents(fsmeta *m, uint64_t ino, struct fsm_extent **out, size_t *n)
@@ -1030,12 +1029,7 @@ static void read_tensor(sqlite3_stmt *s, void *out)
 
 int fsmeta_version_tensors(fsmeta *m, uint64_t ver, struct fsm_tensor **out, size_t *n)
 {
-    lock(m);
-    sqlite3_stmt *s = stmt(m, S_TLIST);
-    bind_i64(s, 1, (int64_t)ver);
-    int rc = fsm_rows(m, s, sizeof **out, read_tensor, (void **)out, n);
-    unlock(m);
-    return rc;
+    return fsm_rows(m, S_TLIST, ver, sizeof **out, read_tensor, (void **)out, n);
 }
 
 int fsmeta_tensors(fsmeta *m, uint64_t ino, struct fsm_tensor **out, size_t *n)

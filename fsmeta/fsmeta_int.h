@@ -150,11 +150,10 @@ static inline int64_t cur_seq(fsmeta *m)
 
 /* Reads the current row of a query into out. */
 typedef void (*fsm_row_fn)(sqlite3_stmt *s, void *out);
-/* Step a bound query (the caller holds the lock) to its end, each row read
-** by read_row into a malloc'd array of size-byte elements: *out, *n (left
-** alone on error). Resets the query. */
-int fsm_rows(fsmeta *m, sqlite3_stmt *s, size_t size, fsm_row_fn read_row, void **out,
-             size_t *n);
+/* Run query which with id bound to ?1, each row read by read_row into a
+** malloc'd array of size-byte elements: *out, *n (left alone on error). */
+int fsm_rows(fsmeta *m, int which, uint64_t id, size_t size, fsm_row_fn read_row,
+             void **out, size_t *n);
 /* Insert chunk *c (refs 0); sets c->id. */
 int fsm_add_chunk(fsmeta *m, struct fsm_chunk *c);
 /* Add d (+1 or -1) to a chunk's references, cascading to its base. */

@@ -121,12 +121,7 @@ int fsmeta_chunk_deltas(fsmeta *m, uint64_t id, struct fsm_chunk **out, size_t *
 {
     *out = NULL;
     *n = 0;
-    lock(m);
-    sqlite3_stmt *s = stmt(m, S_RCDEPS);
-    bind_i64(s, 1, (int64_t)id);
-    int rc = fsm_rows(m, s, sizeof **out, read_chunk_row, (void **)out, n);
-    unlock(m);
-    return rc;
+    return fsm_rows(m, S_RCDEPS, id, sizeof **out, read_chunk_row, (void **)out, n);
 }
 
 int fsmeta_chunk_height(fsmeta *m, uint64_t id, uint32_t *h)
