@@ -8,12 +8,18 @@
 ** into a fresh store through the real write path (ingest.h, one worker so
 ** the time is per core), and its stored bytes are compared with two
 ** baselines computed here on the same bytes: plain zstd -3 of the whole file,
-** and byte-grouped zstd -1 (the ZipNN idea with a stock compressor: each
+** byte-grouped zstd -1 (the ZipNN idea with a stock compressor: each
 ** tensor's bytes split into planes by byte position, each plane zstd -1'd;
-** other bytes zstd -1'd).
+** other bytes zstd -1'd), and the straightforward delta the codec issue
+** names as its baseline: each tensor of a file that was in the previous
+** checkpoint minus the same tensor there (floats as ordered integers: the
+** ulp distance), zigzagged, then byte-grouped zstd -1 as above; the rest of
+** the bytes, and files new in a checkpoint, byte-grouped zstd -1. Sums are
+** kept over all checkpoints and over those after the first, since with few
+** checkpoints the first (stored without a base) dominates the ratio.
 **
 ** Then, on the bf16 tensors of the last model.safetensors of the first
-** series: single-thread encode and decode speed and the standalone ratio of
+** series, cut into blocks as the write path cuts them (cutter.h): single-thread encode and decode speed and the standalone ratio of
 ** the tensor codec and of both baselines (median of 5 runs), and of the
 ** codec's delta mode on consecutive versions of the last series.
 **
@@ -21,6 +27,7 @@
 */
 #include "../fsmeta/fsmeta.h"
 #include "../src/common.h"
+#include "../src/cutter.h"
 #include "../src/fmt.h"
 #include "../src/ingest.h"
 #include "../src/node.h"
@@ -126,6 +133,65 @@ static size_t grouped_file(const uint8_t *b, size_t len)
 enum { CL_MODEL, CL_OPTIM, CL_OTHER, CL_N };
 static const char *class_name[CL_N] = {"model", "optimizer", "other"};
 
+/* An element as an integer that orders like the float it holds. */
+static uint64_t ordered(uint64_t u, unsigned w)
+{
+    uint64_t sign = (uint64_t)1 << (8 * w - 1);
+    return (u & sign) ? ~u : (u | sign);
+}
+
+static uint64_t get_le(const uint8_t *p, unsigned w)
+{
+    uint64_t v = 0;
+    for (unsigned k = 0; k < w; k++) v |= (uint64_t)p[k] << (8 * k);
+    return v;
+}
+
+/* The straightforward delta of cur against prev (n bytes each, width w). */
+static size_t udelta_size(const uint8_t *cur, const uint8_t *prev, size_t n, unsigned w,
+                          int is_float)
+{
+    if (w <= 1 || n % w) return grouped_size(cur, n, w);
+    uint8_t *d = malloc(n ? n : 1);
+    if (!d) die("memory");
+    unsigned bits = 8 * w;
+    uint64_t mask = bits == 64 ? ~(uint64_t)0 : ((uint64_t)1 << bits) - 1;
+    for (size_t i = 0; i < n; i += w) {
+        uint64_t a = get_le(cur + i, w), b = get_le(prev + i, w);
+        if (is_float) a = ordered(a, w), b = ordered(b, w);
+        uint64_t x = (a - b) & mask, top = x >> (bits - 1);
+        uint64_t z = ((x << 1) ^ (0 - top)) & mask; /* zigzag in w bytes */
+        for (unsigned k = 0; k < w; k++) d[i + k] = (uint8_t)(z >> (8 * k));
+    }
+    size_t r = grouped_size(d, n, w);
+    free(d);
+    return r;
+}
+
+/* The straightforward-delta baseline of a file b against its previous
+** version pb (NULL: none): tensors matched by name, length and width. */
+static size_t udelta_file(const uint8_t *b, size_t len, const uint8_t *pb, size_t plen)
+{
+    if (!pb) return grouped_file(b, len);
+    struct fmt_tensor *t, *pt;
+    size_t nt = tensors_of(b, len, &t), np = tensors_of(pb, plen, &pt), tot = 0, at = 0;
+    for (size_t i = 0; i < nt; i++) {
+        const struct fmt_tensor *m = NULL;
+        for (size_t j = 0; !m && j < np; j++)
+            if (!strcmp(pt[j].name, t[i].name) && pt[j].len == t[i].len &&
+                pt[j].width == t[i].width)
+                m = &pt[j];
+        if (t[i].off > at) tot += zstd_size(b + at, t[i].off - at, 1);
+        tot += m ? udelta_size(b + t[i].off, pb + m->off, t[i].len, t[i].width, t[i].is_float)
+                 : grouped_size(b + t[i].off, t[i].len, t[i].width);
+        at = t[i].off + t[i].len;
+    }
+    if (len > at) tot += zstd_size(b + at, len - at, 1);
+    free(t);
+    free(pt);
+    return tot;
+}
+
 static int class_of(const char *name)
 {
     size_t l = strlen(name);
@@ -134,8 +200,12 @@ static int class_of(const char *name)
     return CL_OTHER;
 }
 
+enum { SC_ALL, SC_LATER, SC_N }; /* all checkpoints; those after the first */
+static const char *scope_name[SC_N] = {"", " 2nd+"};
+
 struct sums {
-    uint64_t written[CL_N], stored[CL_N], zstd3[CL_N], grouped[CL_N];
+    uint64_t written[SC_N][CL_N], stored[SC_N][CL_N], zstd3[SC_N][CL_N],
+        grouped[SC_N][CL_N], udelta[SC_N][CL_N];
     double ingest_s;
 };
 
@@ -233,8 +303,9 @@ static void run_series(const char *series, struct sums *s)
     node_table *nt;
     if (store_open(tmpl, &o, &st) < 0 || store_start(st) < 0) die("store");
     if (node_table_create(&nt) < 0) die("nodes");
-    char **ck;
-    size_t nck = list_dir(series, &ck, 1);
+    char **ck, **pfiles = NULL;
+    uint8_t **pbuf = NULL;
+    size_t nck = list_dir(series, &ck, 1), npf = 0, *plen = NULL;
     memset(s, 0, sizeof *s);
     for (size_t i = 0; i < nck; i++) {
         char cdir[4096];
@@ -242,22 +313,33 @@ static void run_series(const char *series, struct sums *s)
         uint64_t dino = mk(st, FSMETA_ROOT_INO, ck[i], S_IFDIR | 0755);
         char **files;
         size_t nf = list_dir(cdir, &files, 0);
+        uint8_t **buf = calloc(nf ? nf : 1, sizeof *buf);
+        size_t *blen = calloc(nf ? nf : 1, sizeof *blen);
+        if (!buf || !blen) die("memory");
         for (size_t j = 0; j < nf; j++) {
             char p[8192];
-            size_t len;
             snprintf(p, sizeof p, "%s/%s", cdir, files[j]);
-            uint8_t *b = slurp(p, &len);
+            uint8_t *b = buf[j] = slurp(p, &blen[j]), *pb = NULL;
+            size_t len = blen[j], pl = 0;
+            for (size_t k = 0; k < npf; k++)
+                if (!strcmp(pfiles[k], files[j])) pb = pbuf[k], pl = plen[k];
             int cl = class_of(files[j]);
-            s->written[cl] += len;
-            s->stored[cl] += ingest_file(st, nt, dino, files[j], b, len, &s->ingest_s);
-            s->zstd3[cl] += zstd_size(b, len, 3);
-            s->grouped[cl] += grouped_file(b, len);
-            free(b);
-            free(files[j]);
+            uint64_t v[5] = {len, ingest_file(st, nt, dino, files[j], b, len, &s->ingest_s),
+                             zstd_size(b, len, 3), grouped_file(b, len),
+                             udelta_file(b, len, pb, pl)};
+            for (int sc = 0; sc < (i ? SC_N : 1); sc++) {
+                s->written[sc][cl] += v[0], s->stored[sc][cl] += v[1];
+                s->zstd3[sc][cl] += v[2], s->grouped[sc][cl] += v[3];
+                s->udelta[sc][cl] += v[4];
+            }
         }
-        free(files);
+        for (size_t k = 0; k < npf; k++) free(pfiles[k]), free(pbuf[k]);
+        free(pfiles), free(pbuf), free(plen);
+        pfiles = files, pbuf = buf, plen = blen, npf = nf;
         free(ck[i]);
     }
+    for (size_t k = 0; k < npf; k++) free(pfiles[k]), free(pbuf[k]);
+    free(pfiles), free(pbuf), free(plen);
     free(ck);
     node_table_destroy(nt);
     store_close(st);
@@ -278,54 +360,71 @@ static double median(double *v)
     return v[RUNS / 2];
 }
 
-/* The bf16 tensors of a safetensors file, concatenated. */
-static uint8_t *bf16_of(const char *path, size_t *len)
+#define BLK (1u << 20)
+
+/* Blocks as the write path cuts them (cutter.h): each tensor of
+** CUTTER_MIN_TENSOR bytes or more into BLK-byte blocks from its first byte. */
+struct blocks {
+    size_t n, len;       /* blocks; bytes in all */
+    size_t *off, *size;  /* of block i in the concatenated buffer */
+};
+
+/* The bf16 tensors of a safetensors file big enough for blocks of their
+** own, concatenated, and their blocks in *bl. */
+static uint8_t *bf16_of(const char *path, struct blocks *bl)
 {
     size_t flen;
     uint8_t *b = slurp(path, &flen);
     struct fmt_tensor *t;
-    size_t nt = tensors_of(b, flen, &t);
+    size_t nt = tensors_of(b, flen, &t), cap = flen / CUTTER_MIN_TENSOR + flen / BLK + 1;
     uint8_t *out = malloc(flen);
-    *len = 0;
-    for (size_t i = 0; i < nt; i++)
-        if (t[i].dtype == FMT_BF16) memcpy(out + *len, b + t[i].off, t[i].len), *len += t[i].len;
+    *bl = (struct blocks){0, 0, malloc(cap * sizeof(size_t)), malloc(cap * sizeof(size_t))};
+    if (!out || !bl->off || !bl->size) die("memory");
+    for (size_t i = 0; i < nt; i++) {
+        if (t[i].dtype != FMT_BF16 || t[i].len < CUTTER_MIN_TENSOR) continue;
+        memcpy(out + bl->len, b + t[i].off, t[i].len);
+        for (size_t at = 0; at < t[i].len; at += BLK, bl->n++) {
+            bl->off[bl->n] = bl->len + at;
+            bl->size[bl->n] = CK_MIN((size_t)BLK, t[i].len - at);
+        }
+        bl->len += t[i].len;
+    }
     free(t);
     free(b);
     return out;
 }
 
-#define BLK (1u << 20)
+static void blocks_free(struct blocks *bl) { free(bl->off), free(bl->size); }
 
 /* Per-core speed of one codec over buf in 1 MiB blocks: GB/s and ratio. */
 struct speed {
     double enc, dec, ratio;
 };
 
-static struct speed time_tc(const uint8_t *x, const uint8_t *base, size_t len,
+static struct speed time_tc(const uint8_t *x, const uint8_t *base, const struct blocks *bl,
                             const struct tc_opts *o)
 {
     double te[RUNS], td[RUNS];
-    size_t cap = tc_bound(BLK), stored = 0;
-    uint8_t *d = malloc(cap * (len / BLK + 1)), *out = malloc(BLK);
-    size_t *sl = malloc((len / BLK + 1) * sizeof *sl);
-    uint64_t *bh = malloc((len / BLK + 1) * sizeof *bh);
-    for (size_t b = 0; b * BLK < len; b++)
-        bh[b] = base ? XXH3_64bits(base + b * BLK, CK_MIN(BLK, len - b * BLK)) : 0;
+    size_t cap = tc_bound(BLK), stored = 0, len = bl->len, nb = bl->n;
+    uint8_t *d = malloc(cap * (nb + 1)), *out = malloc(BLK);
+    size_t *sl = malloc((nb + 1) * sizeof *sl);
+    uint64_t *bh = malloc((nb + 1) * sizeof *bh);
+    for (size_t b = 0; b < nb; b++)
+        bh[b] = base ? XXH3_64bits(base + bl->off[b], bl->size[b]) : 0;
     for (int r = 0; r < RUNS; r++) {
         double t0 = now();
         stored = 0;
-        for (size_t b = 0; b * BLK < len; b++) {
-            size_t n = CK_MIN(BLK, len - b * BLK);
+        for (size_t b = 0; b < nb; b++) {
             int mode;
-            tc_encode(x + b * BLK, n, 2, 1, base ? base + b * BLK : NULL, bh[b], o,
-                      d + b * cap, cap, &sl[b], &mode);
+            tc_encode(x + bl->off[b], bl->size[b], 2, 1, base ? base + bl->off[b] : NULL, bh[b],
+                      o, d + b * cap, cap, &sl[b], &mode);
             stored += sl[b];
         }
         double t1 = now();
-        for (size_t b = 0; b * BLK < len; b++) {
-            size_t n = CK_MIN(BLK, len - b * BLK);
-            if (tc_decode(d + b * cap, sl[b], base ? base + b * BLK : NULL, bh[b], out, n) < 0 ||
-                memcmp(out, x + b * BLK, n))
+        for (size_t b = 0; b < nb; b++) {
+            size_t n = bl->size[b];
+            if (tc_decode(d + b * cap, sl[b], base ? base + bl->off[b] : NULL, bh[b], out, n) < 0 ||
+                memcmp(out, x + bl->off[b], n))
                 die("tcodec round trip");
         }
         te[r] = len / (t1 - t0) / 1e9;
@@ -336,18 +435,18 @@ static struct speed time_tc(const uint8_t *x, const uint8_t *base, size_t len,
 }
 
 /* Byte-grouped zstd -1 (grouped) or plain zstd -3 over 1 MiB blocks. */
-static struct speed time_zstd(const uint8_t *x, size_t len, int grouped)
+static struct speed time_zstd(const uint8_t *x, const struct blocks *bl, int grouped)
 {
     double te[RUNS], td[RUNS];
-    size_t cap = ZSTD_compressBound(BLK), nb = len / BLK + 1, stored = 0;
+    size_t cap = ZSTD_compressBound(BLK), nb = bl->n + 1, stored = 0, len = bl->len;
     uint8_t *d = malloc(cap * nb * 2), *pl = malloc(BLK), *out = malloc(BLK);
     size_t *sl = calloc(nb * 2, sizeof *sl);
     for (int r = 0; r < RUNS; r++) {
         double t0 = now();
         stored = 0;
-        for (size_t b = 0; b * BLK < len; b++) {
-            size_t n = CK_MIN(BLK, len - b * BLK), h = n / 2;
-            const uint8_t *s = x + b * BLK;
+        for (size_t b = 0; b < bl->n; b++) {
+            size_t n = bl->size[b], h = n / 2;
+            const uint8_t *s = x + bl->off[b];
             if (!grouped) {
                 sl[2 * b] = ZSTD_compress(d + 2 * b * cap, cap, s, n, 3);
                 stored += sl[2 * b];
@@ -359,8 +458,8 @@ static struct speed time_zstd(const uint8_t *x, size_t len, int grouped)
             stored += sl[2 * b] + sl[2 * b + 1];
         }
         double t1 = now();
-        for (size_t b = 0; b * BLK < len; b++) {
-            size_t n = CK_MIN(BLK, len - b * BLK), h = n / 2;
+        for (size_t b = 0; b < bl->n; b++) {
+            size_t n = bl->size[b], h = n / 2;
             if (!grouped) {
                 ZSTD_decompress(out, n, d + 2 * b * cap, sl[2 * b]);
                 continue;
@@ -376,43 +475,72 @@ static struct speed time_zstd(const uint8_t *x, size_t len, int grouped)
     return (struct speed){median(te), median(td), (double)len / (double)stored};
 }
 
+static void free_list(char **v, size_t n)
+{
+    for (size_t i = 0; i < n; i++) free(v[i]);
+    free(v);
+}
+
 static void speed_rows(const char *first_series, const char *last_series)
 {
     char **ck;
     size_t nck = list_dir(first_series, &ck, 1);
     char p[8192];
     snprintf(p, sizeof p, "%s/%s/model.safetensors", first_series, ck[nck - 1]);
-    size_t len;
-    uint8_t *w = bf16_of(p, &len);
-    len -= len % 2;
-    struct speed a = time_tc(w, NULL, len, NULL), g = time_zstd(w, len, 1), z = time_zstd(w, len, 0);
+    free_list(ck, nck);
+    struct blocks bl;
+    uint8_t *w = bf16_of(p, &bl);
+    struct speed a = time_tc(w, NULL, &bl, NULL), g = time_zstd(w, &bl, 1),
+                 z = time_zstd(w, &bl, 0);
     printf("speed\ttcodec standalone\t%.3f\t%.2f\t%.2f\n", a.ratio, a.enc, a.dec);
     printf("speed\tbyte-grouped zstd -1\t%.3f\t%.2f\t%.2f\n", g.ratio, g.enc, g.dec);
     printf("speed\tzstd -3\t%.3f\t%.2f\t%.2f\n", z.ratio, z.enc, z.dec);
-    char **ck2;
-    size_t n2 = list_dir(last_series, &ck2, 1);
-    if (n2 >= 2) {
-        size_t l1, l2;
-        snprintf(p, sizeof p, "%s/%s/model.safetensors", last_series, ck2[n2 - 2]);
-        uint8_t *b1 = bf16_of(p, &l1);
-        snprintf(p, sizeof p, "%s/%s/model.safetensors", last_series, ck2[n2 - 1]);
-        uint8_t *b2 = bf16_of(p, &l2);
-        static const struct {
-            const char *name;
-            struct tc_opts o;
-        } kinds[] = {{"best of all", {TC_DELTA_BEST, 0, 0}},
-                     {"best, no grouping", {TC_DELTA_BEST, 0, 1}},
-                     {"ulp only", {TC_DELTA_ULP, 0, 0}},
-                     {"XOR only", {TC_DELTA_XOR, 0, 0}},
-                     {"ulp, no sparse", {TC_DELTA_ULP, 1, 0}}};
-        for (size_t k = 0; l1 == l2 && k < sizeof kinds / sizeof kinds[0]; k++) {
-            struct speed d = time_tc(b2, b1, l2 - l2 % 2, &kinds[k].o);
-            printf("speed\ttcodec delta, %s\t%.3f\t%.2f\t%.2f\n", kinds[k].name, d.ratio,
-                   d.enc, d.dec);
-        }
-        free(b1), free(b2);
+    free(w), blocks_free(&bl);
+    size_t n2 = list_dir(last_series, &ck, 1);
+    if (n2 < 2) return free_list(ck, n2);
+    struct blocks bl1, bl2;
+    snprintf(p, sizeof p, "%s/%s/model.safetensors", last_series, ck[n2 - 2]);
+    uint8_t *b1 = bf16_of(p, &bl1);
+    snprintf(p, sizeof p, "%s/%s/model.safetensors", last_series, ck[n2 - 1]);
+    uint8_t *b2 = bf16_of(p, &bl2);
+    free_list(ck, n2);
+    static const struct {
+        const char *name;
+        struct tc_opts o;
+    } kinds[] = {{"best of all", {TC_DELTA_BEST, 0, 0}},
+                 {"best, no grouping", {TC_DELTA_BEST, 0, 1}},
+                 {"ulp only", {TC_DELTA_ULP, 0, 0}},
+                 {"XOR only", {TC_DELTA_XOR, 0, 0}},
+                 {"ulp, no sparse", {TC_DELTA_ULP, 1, 0}}};
+    int same = bl1.n == bl2.n && bl1.len == bl2.len &&
+               !memcmp(bl1.size, bl2.size, bl1.n * sizeof(size_t));
+    for (size_t k = 0; same && k < sizeof kinds / sizeof kinds[0]; k++) {
+        struct speed d = time_tc(b2, b1, &bl2, &kinds[k].o);
+        printf("speed\ttcodec delta, %s\t%.3f\t%.2f\t%.2f\n", kinds[k].name, d.ratio, d.enc,
+               d.dec);
     }
-    free(w);
+    free(b1), free(b2), blocks_free(&bl1), blocks_free(&bl2);
+}
+
+static void print_row(const char *series, const char *what, const char *scope,
+                      const uint64_t v[5])
+{
+    printf("series\t%s\t%s%s", series, what, scope);
+    for (int k = 0; k < 5; k++) printf("\t%llu", (unsigned long long)v[k]);
+    printf("\n");
+}
+
+/* Rows of one scope: each class with bytes, then the total. */
+static void print_scope(const char *series, const struct sums *s, int sc)
+{
+    uint64_t tot[5] = {0};
+    for (int c = 0; c < CL_N; c++) {
+        uint64_t v[5] = {s->written[sc][c], s->stored[sc][c], s->zstd3[sc][c],
+                         s->grouped[sc][c], s->udelta[sc][c]};
+        for (int k = 0; k < 5; k++) tot[k] += v[k];
+        if (v[0]) print_row(series, class_name[c], scope_name[sc], v);
+    }
+    if (tot[0]) print_row(series, "total", scope_name[sc], tot);
 }
 
 int main(int argc, char **argv)
@@ -425,17 +553,10 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         struct sums s;
         run_series(argv[i], &s);
-        uint64_t tw = 0, ts = 0, tz = 0, tg = 0;
-        for (int c = 0; c < CL_N; c++) {
-            tw += s.written[c], ts += s.stored[c], tz += s.zstd3[c], tg += s.grouped[c];
-            if (!s.written[c]) continue;
-            printf("series\t%s\t%s\t%llu\t%llu\t%llu\t%llu\n", argv[i], class_name[c],
-                   (unsigned long long)s.written[c], (unsigned long long)s.stored[c],
-                   (unsigned long long)s.zstd3[c], (unsigned long long)s.grouped[c]);
-        }
-        printf("series\t%s\ttotal\t%llu\t%llu\t%llu\t%llu\n", argv[i],
-               (unsigned long long)tw, (unsigned long long)ts, (unsigned long long)tz,
-               (unsigned long long)tg);
+        for (int sc = 0; sc < SC_N; sc++)
+            print_scope(argv[i], &s, sc);
+        uint64_t tw = 0;
+        for (int c = 0; c < CL_N; c++) tw += s.written[SC_ALL][c];
         printf("ingest\t%s\t%.3f\n", argv[i], tw / s.ingest_s / 1e9);
     }
     speed_rows(argv[1], argv[argc - 1]);
