@@ -24,6 +24,23 @@ double bstream_entropy(const uint32_t hist[256], size_t tot, size_t cnt)
     return h / 8.0 * ((double)cnt / (double)tot);
 }
 
+double bstream_cost(const uint32_t hist[256], size_t tot, size_t n)
+{
+    if (n == 0 || tot == 0) return BSTREAM_HDR;
+    double bits = 0;
+    int lo = -1, hi = 0;
+    for (int s = 0; s < 256; s++) {
+        if (!hist[s]) continue;
+        bits += hist[s] * CK_MAX(1.0, log2((double)tot / hist[s]));
+        if (lo < 0) lo = s;
+        hi = s;
+    }
+    if (lo == hi) return BSTREAM_HDR + 1;
+    /* The short table: range, nibbles, stream lengths (huf.h). */
+    double table = 3 + (hi - lo + 2) / 2 + 6;
+    return BSTREAM_HDR + CK_MIN(table + bits / 8 * ((double)n / (double)tot), (double)n);
+}
+
 static int zstd_stream(const uint8_t *p, size_t cnt, uint8_t *dst, size_t cap, size_t *len)
 {
     size_t r = ZSTD_compress(dst, cap, p, cnt, 1);

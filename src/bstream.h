@@ -37,6 +37,13 @@ long bstream_get(const uint8_t *src, size_t avail, uint8_t *p, size_t n);
 ** Returns the bytes used, or -EIO. */
 long bstream_get_mask(const uint8_t *src, size_t avail, uint8_t *mask, size_t cnt, size_t c);
 
+/* Estimated bytes bstream_put stores n symbols distributed as hist (a
+** histogram of tot symbols, a sample of the n) in: a constant, or what
+** Huffman needs (each symbol's information, but at least a bit, and a
+** table), or raw when smaller. Zstd, which only dominant bytes try, can do
+** better. As cheap as the entropy: no code is built. */
+double bstream_cost(const uint32_t hist[256], size_t tot, size_t n);
+
 /* Bytes an order-0 coder needs for n symbols distributed as hist (a
 ** histogram of tot symbols, a sample of the n). */
 double bstream_entropy(const uint32_t hist[256], size_t tot, size_t n);

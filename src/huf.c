@@ -138,26 +138,79 @@ static int build_table(const uint32_t hist[256], struct huf_table *t)
     return 0;
 }
 
-/* Encoded size with table t: exact but for the rounding of 4 streams. */
-static size_t coded_size(const struct huf_table *t, const uint32_t hist[256])
+/* Bytes of each stream-length field of the short form: enough for the
+** longest stream n symbols of codes of at most maxlen bits can make. */
+static unsigned field_bytes(size_t n, int maxlen)
+{
+    uint64_t most = ((uint64_t)(n + 3) / 4 * (unsigned)maxlen + 7) / 8;
+    unsigned f = 1;
+    while (f < 8 && most >> (8 * f)) f++;
+    return f;
+}
+
+/* The header t is written with: its size, and for the short form the
+** first and last symbol with a code. */
+struct hdr {
+    size_t size;
+    int shrt, lo, hi;
+    unsigned field;
+};
+
+static struct hdr header_of(const struct huf_table *t, size_t n)
+{
+    struct hdr h = {HUF_HEADER, 1, 0, 255, field_bytes(n, t->maxlen)};
+    while (!t->len[h.lo]) h.lo++;
+    while (!t->len[h.hi]) h.hi--;
+    size_t shrt = 3 + (size_t)(h.hi - h.lo + 2) / 2 + 3 * h.field;
+    if (shrt < HUF_HEADER) h.size = shrt;
+    else h.shrt = 0;
+    return h;
+}
+
+/* Encoded size of n symbols with table t: exact but for the rounding of 4
+** streams. */
+static size_t coded_size(const struct huf_table *t, const uint32_t hist[256], size_t n)
 {
     if (t->maxlen == 0) return 2;
     uint64_t bits = 0;
     for (int s = 0; s < 256; s++) bits += (uint64_t)hist[s] * t->len[s];
-    return HUF_HEADER + (size_t)((bits + 7) / 8) + 3;
+    return header_of(t, n).size + (size_t)((bits + 7) / 8) + 3;
 }
 
 size_t huf_size(const uint32_t hist[256], size_t n)
 {
     struct huf_table t;
     if (n == 0 || build_table(hist, &t) < 0) return 0;
-    return coded_size(&t, hist);
+    return coded_size(&t, hist, n);
 }
 
-static void write_header(const struct huf_table *t, uint8_t *dst)
+/* The header but for the stream lengths; returns where they go. */
+static uint8_t *write_header(const struct huf_table *t, const struct hdr *h, uint8_t *dst)
 {
-    dst[0] = (uint8_t)t->maxlen;
-    for (int s = 0; s < 256; s += 2) dst[1 + s / 2] = (uint8_t)(t->len[s] | t->len[s + 1] << 4);
+    if (!h->shrt) {
+        dst[0] = (uint8_t)t->maxlen;
+        for (int s = 0; s < 256; s += 2) dst[1 + s / 2] = (uint8_t)(t->len[s] | t->len[s + 1] << 4);
+        return dst + 129;
+    }
+    dst[0] = (uint8_t)(HUF_SHORT | t->maxlen);
+    dst[1] = (uint8_t)h->lo;
+    dst[2] = (uint8_t)h->hi;
+    uint8_t *p = dst + 3;
+    for (int s = h->lo; s <= h->hi; s += 2)
+        *p++ = (uint8_t)(t->len[s] | (s < h->hi ? t->len[s + 1] << 4 : 0));
+    return p;
+}
+
+static void put_field(uint8_t *p, uint64_t v, unsigned f)
+{
+    for (unsigned i = 0; i < f; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint64_t get_field(const uint8_t *p, unsigned f)
+{
+    uint64_t v = 0;
+    for (unsigned i = 0; i < f; i++) v |= (uint64_t)p[i] << (8 * i);
+    return v;
 }
 
 /* Pack the codes of src[0..n) at p; returns the end. Needs 8 bytes of slack. */
@@ -197,33 +250,33 @@ size_t huf_encode(const uint8_t *src, size_t n, const uint32_t hist[256],
         dst[1] = src[0];
         return 2;
     }
-    if (cap < coded_size(&t, hist) + 8) return 0;
-    write_header(&t, dst);
+    if (cap < coded_size(&t, hist, n) + 8) return 0;
+    struct hdr h = header_of(&t, n);
+    uint8_t *lens = write_header(&t, &h, dst);
+    unsigned f = h.shrt ? h.field : 4;
     size_t q = (n + 3) / 4;
-    uint8_t *p = dst + HUF_HEADER;
+    uint8_t *p = dst + h.size;
     for (int k = 0; k < 4; k++) {
         size_t a = CK_MIN(n, k * q), b = CK_MIN(n, (k + 1) * q);
         uint8_t *e = encode_stream(&t, src + a, b - a, p);
-        if (k < 3) ck_put32(dst + 129 + 4 * k, (uint32_t)(e - p));
+        if (k < 3) put_field(lens + f * (unsigned)k, (uint64_t)(e - p), f);
         p = e;
     }
     return (size_t)(p - dst);
 }
 
-/* Read the code lengths of an encoded header and fill the decode table:
-** entry = symbol | length << 8. -EIO unless the code is complete. */
-static int read_table(const uint8_t *src, int maxlen, uint16_t *tab)
+/* Fill the decode table from code lengths: entry = symbol | length << 8.
+** -EIO unless the code is complete. */
+static int read_table(const uint8_t len[256], int maxlen, uint16_t *tab)
 {
     uint64_t kraft = 0;
-    uint8_t len[256];
     for (int s = 0; s < 256; s++) {
-        len[s] = (src[1 + s / 2] >> (s & 1 ? 4 : 0)) & 15;
         if (len[s] > maxlen) return -EIO;
         if (len[s]) kraft += 1ull << (maxlen - len[s]);
     }
     if (kraft != 1ull << maxlen) return -EIO;
     struct huf_table t = {.maxlen = maxlen};
-    memcpy(t.len, len, sizeof len);
+    memcpy(t.len, len, sizeof t.len);
     assign_codes(&t);
     for (int s = 0; s < 256; s++) {
         if (!len[s]) continue;
@@ -284,15 +337,33 @@ int huf_decode(const uint8_t *src, size_t len, uint8_t *dst, size_t n)
         memset(dst, src[1], n);
         return 0;
     }
-    int maxlen = src[0];
-    if (maxlen > HUF_MAX_BITS || len < HUF_HEADER) return -EIO;
+    int maxlen = src[0] & ~HUF_SHORT;
+    if (maxlen < 1 || maxlen > HUF_MAX_BITS) return -EIO;
+    uint8_t lens[256];
+    const uint8_t *fields;
+    size_t off;
+    unsigned f = 4;
+    if (src[0] & HUF_SHORT) {
+        int lo = src[1], hi = len >= 3 ? src[2] : -1;
+        f = field_bytes(n, maxlen);
+        off = 3 + (size_t)(hi - lo + 2) / 2 + 3 * f;
+        if (hi < lo || len < off) return -EIO;
+        memset(lens, 0, sizeof lens);
+        for (int s = lo; s <= hi; s++) lens[s] = (src[3 + (s - lo) / 2] >> ((s - lo) & 1 ? 4 : 0)) & 15;
+        fields = src + off - 3 * f;
+    } else {
+        if (len < HUF_HEADER) return -EIO;
+        for (int s = 0; s < 256; s++) lens[s] = (src[1 + s / 2] >> (s & 1 ? 4 : 0)) & 15;
+        fields = src + 129;
+        off = HUF_HEADER;
+    }
     uint16_t tab[1 << HUF_MAX_BITS];
-    CK_TRY(read_table(src, maxlen, tab));
+    CK_TRY(read_table(lens, maxlen, tab));
     unsigned mask = (1u << maxlen) - 1;
     struct rd r[4];
-    size_t off = HUF_HEADER, q = (n + 3) / 4;
+    size_t q = (n + 3) / 4;
     for (int k = 0; k < 4; k++) {
-        size_t sl = k < 3 ? ck_get32(src + 129 + 4 * k) : len - off;
+        uint64_t sl = k < 3 ? get_field(fields + f * (unsigned)k, f) : len - off;
         if (sl > len - off) return -EIO;
         r[k] = (struct rd){src + off, sl, 0};
         off += sl;

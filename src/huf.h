@@ -7,11 +7,21 @@
 **
 ** Encoded form of n symbols (n is known to the caller and not stored):
 **
-**   byte  0        L: the longest code length, 1..HUF_MAX_BITS; 0 means every
-**                  symbol is the same and byte 1 holds it (2 bytes in all)
-**   bytes 1..128   code length of symbol s (0: absent) in the low nibble of
-**                  byte 1 + s/2 for even s, the high nibble for odd s
-**   bytes 129..140 u32 LE byte lengths of streams 0, 1, 2
+**   byte 0         0: every symbol is the same and byte 1 holds it (2 bytes
+**                  in all); else HUF_SHORT | L (short form) or L (full
+**                  form), L the longest code length, 1..HUF_MAX_BITS
+**   short form     byte 1 a and byte 2 b, the first and last symbol with a
+**                  code (a <= b); then ceil((b-a+1)/2) bytes: the code
+**                  length of symbol a+i (0: absent) in the low nibble of
+**                  byte i/2 for even i, the high nibble for odd i; then the
+**                  byte lengths of streams 0, 1, 2 as little-endian fields
+**                  of F bytes, F the fewest bytes that hold
+**                  ceil(ceil(n/4) * L / 8)
+**   full form      bytes 1..128: the code length of symbol s in the low
+**                  nibble of byte 1 + s/2 for even s, the high nibble for
+**                  odd s; bytes 129..140: u32 LE byte lengths of streams 0,
+**                  1, 2 (the encoder writes it only when the short form is
+**                  not smaller; stores made before the short form have it)
 **   then           streams 0..3; stream 3 takes the remaining bytes
 **
 ** Stream k holds symbols [k*q, min(n, (k+1)*q)) with q = ceil(n/4). Codes are
@@ -26,7 +36,8 @@
 #include <stdint.h>
 
 #define HUF_MAX_BITS 11
-#define HUF_HEADER 141
+#define HUF_HEADER 141 /* the full form's header; the short form's is smaller */
+#define HUF_SHORT 0x80 /* byte 0 flag of the short form */
 
 /* Histogram of src[0..n). */
 void huf_hist(const uint8_t *src, size_t n, uint32_t hist[256]);
