@@ -5,6 +5,7 @@
 #include "bstream.h"
 #include "common.h"
 #include "huf.h"
+#include "rans.h"
 
 #include <math.h>
 #include <string.h>
@@ -13,7 +14,11 @@
 #define SAMPLE_RUN 256
 #define SAMPLE_EVERY 2048
 
-enum { PL_RAW = 0, PL_HUF = 1, PL_ZSTD = 2, PL_CONST = 3 };
+enum { PL_RAW = 0, PL_HUF = 1, PL_ZSTD = 2, PL_CONST = 3, PL_RANS = 4 };
+
+/* rANS decodes several times slower than Huffman: only where this much
+** smaller. */
+#define RANS_GAIN 0.97
 
 double bstream_entropy(const uint32_t hist[256], size_t tot, size_t cnt)
 {
@@ -37,8 +42,12 @@ double bstream_cost(const uint32_t hist[256], size_t tot, size_t n)
     }
     if (lo == hi) return BSTREAM_HDR + 1;
     /* The short table: range, nibbles, stream lengths (huf.h). */
-    double table = 3 + (hi - lo + 2) / 2 + 6;
-    return BSTREAM_HDR + CK_MIN(table + bits / 8 * ((double)n / (double)tot), (double)n);
+    double scale = (double)n / (double)tot;
+    double huf = 3 + (hi - lo + 2) / 2 + 6 + bits / 8 * scale;
+    /* rANS: the entropy, a varint a frequency, four states (rans.h). */
+    double rans = 2 + 1.5 * (hi - lo + 1) + (n >= RANS_SPLIT ? 20 : 5) +
+                  bstream_entropy(hist, tot, n);
+    return BSTREAM_HDR + CK_MIN(rans < RANS_GAIN * huf ? rans : huf, (double)n);
 }
 
 static int zstd_stream(const uint8_t *p, size_t cnt, uint8_t *dst, size_t cap, size_t *len)
@@ -78,12 +87,24 @@ size_t bstream_put(const uint8_t *p, size_t cnt, uint8_t *dst, size_t cap)
     }
     size_t hs = huf_size(hist, cnt), zs = 0;
     size_t room = cap - BSTREAM_HDR;
+    uint16_t freq[256];
+    double rs = rans_norm(hist, cnt, freq) == 0 ? rans_cost(hist, cnt, cnt, freq) : (double)cnt;
+    int use_rans = rs < RANS_GAIN * (double)(hs ? hs : cnt) && rs < (double)(cnt - cnt / 64);
+    double best = use_rans ? rs : (double)(hs ? CK_MIN(hs, cnt) : cnt);
     /* A dominant byte means runs; zstd codes a run in a few bytes. */
     if (top > cnt / 2 + cnt / 8 && zstd_stream(p, cnt, out, room, &zs) == 0 &&
-        zs < CK_MIN(hs, cnt)) {
+        (double)zs < best) {
         codec = PL_ZSTD;
         len = zs;
         goto done;
+    }
+    if (use_rans) {
+        size_t r = rans_encode(p, cnt, freq, out, CK_MIN(room, cnt));
+        if (r) {
+            codec = PL_RANS;
+            len = r;
+            goto done;
+        }
     }
     if (hs && hs < cnt - cnt / 64) {
         size_t h = huf_encode(p, cnt, hist, out, room);
@@ -130,6 +151,9 @@ long bstream_get(const uint8_t *src, size_t avail, uint8_t *p, size_t cnt)
         break;
     case PL_HUF:
         CK_TRY(huf_decode(in, len, p, cnt));
+        break;
+    case PL_RANS:
+        CK_TRY(rans_decode(in, len, p, cnt));
         break;
     case PL_ZSTD: {
         size_t r = ZSTD_decompress(p, cnt, in, len);

@@ -4,14 +4,17 @@
 **
 ** Stored form (integers little-endian):
 **
-**   u8  codec: 0 raw, 1 Huffman (huf.h), 2 zstd frame, 3 one constant byte
+**   u8  codec: 0 raw, 1 Huffman (huf.h), 2 zstd frame, 3 one constant byte,
+**       4 rANS (rans.h)
 **   u32 stored length
 **   the stored bytes
 **
 ** A stream whose order-0 entropy, on a sample, is near 8 bits a byte is
 ** stored raw without being coded (most mantissa bytes); zstd is tried only
 ** when one byte dominates, since its runs then go below Huffman's floor of
-** a bit a byte; Huffman is kept only when it saves at least 1/64.
+** a bit a byte; rANS, which has no such floor but decodes several times
+** slower, only when it is 3% smaller than Huffman (skewed delta planes,
+** not exponent planes); a coder is kept only when it saves at least 1/64.
 */
 #ifndef CKPT_BSTREAM_H
 #define CKPT_BSTREAM_H

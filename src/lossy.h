@@ -50,7 +50,7 @@
 **               index (ascending, of kept elements), the element's raw bytes
 **
 ** A stream is a byte stream as bstream.h stores it: u8 codec (0 raw, 1
-** Huffman, 2 zstd, 3 constant), u32 stored length, the stored bytes.
+** Huffman, 2 zstd, 3 constant, 4 rANS), u32 stored length, the stored bytes.
 */
 #ifndef CKPT_LOSSY_H
 #define CKPT_LOSSY_H

@@ -20,7 +20,8 @@
 **
 ** Each byte plane is then a byte stream (bstream.h): stored raw, Huffman
 ** coded, zstd coded (for planes that are mostly one byte, which zstd's runs
-** beat), or as a constant. Planes that look incompressible on a sample are
+** beat), rANS coded (skewed planes, below Huffman's bit a value), or as a
+** constant. Planes that look incompressible on a sample are
 ** stored raw without further work, which is what keeps mantissa bytes cheap.
 **
 ** Stored form (all integers little-endian):
@@ -35,7 +36,7 @@
 **               ceil(n/w / 8) bytes: bit i (LSB first) set if element i changed
 **   w planes    plane k holds byte k of every value (c values when sparse,
 **               n/w otherwise); each plane is:
-**                 u8 codec (0 raw, 1 huffman, 2 zstd, 3 constant),
+**                 u8 codec (0 raw, 1 huffman, 2 zstd, 3 constant, 4 rANS),
 **                 u32 stored length, then the stored bytes (bstream.h)
 **
 ** A grouped block has, after the hash, in place of the count, mask and

@@ -21,6 +21,7 @@
 ** beside an open-loop chain whose does.
 */
 #include "../src/huf.h"
+#include "../src/rans.h"
 #include "../src/lossy.h"
 #include "unit_util.h"
 
@@ -130,6 +131,7 @@ static long ref_stream(const uint8_t *s, size_t avail, uint8_t *out, size_t m, i
     case 1: ck_assert_int_eq(huf_decode(s + 5, len, out, m), 0); break;
     case 2: ck_assert_uint_eq(ZSTD_decompress(out, m, s + 5, len), m); break;
     case 3: ck_assert_uint_eq(len, 1); memset(out, s[5], m); break;
+    case 4: ck_assert_int_eq(rans_decode(s + 5, len, out, m), 0); break;
     default: ck_abort_msg("stream codec %u", s[0]);
     }
     return (long)(5 + len);

@@ -1,6 +1,6 @@
 /*
-** unit_tcodec.c: tests of the Huffman coder (src/huf.h) and of the tensor
-** block codec (src/tcodec.h).
+** unit_tcodec.c: tests of the Huffman and rANS coders (src/huf.h,
+** src/rans.h) and of the tensor block codec (src/tcodec.h).
 **
 ** huf: round trips of empty, one-symbol, two-symbol, uniform, very skewed
 ** (length-limited) and realistic exponent streams of many sizes; every
@@ -32,6 +32,7 @@
 ** delta compared only with the estimated standalone size on run-heavy data.
 */
 #include "../src/huf.h"
+#include "../src/rans.h"
 #include "../src/tcodec.h"
 #include "unit_util.h"
 
@@ -884,6 +885,164 @@ START_TEST(test_huf_corrupt_streams)
 END_TEST
 
 /* ==================================================================== */
+/* rans                                                                 */
+/* ==================================================================== */
+
+/* Normalise, check the table (sum, every present symbol >= 1, absent 0),
+** encode into a buffer of exactly the returned size (a second encode
+** must fit it: the size is exact), decode an exact-size copy into a guarded
+** buffer, compare. Returns the encoded size. */
+static size_t rans_rt(const uint8_t *src, size_t n)
+{
+    uint32_t hist[256];
+    uint16_t freq[256];
+    huf_hist(src, n, hist);
+    ck_assert_int_eq(rans_norm(hist, n, freq), 0);
+    uint32_t sum = 0;
+    for (int k = 0; k < 256; k++) {
+        ck_assert_msg((freq[k] != 0) == (hist[k] != 0), "symbol %d: freq %u count %u", k,
+                      freq[k], hist[k]);
+        sum += freq[k];
+    }
+    ck_assert_uint_eq(sum, RANS_M);
+    size_t cap = 64 + 600 + n + n / 2;
+    uint8_t *e = ut_xmalloc(cap + UT_GUARD);
+    memset(e, 0xA5, cap + UT_GUARD);
+    size_t len = rans_encode(src, n, freq, e, cap);
+    ck_assert_msg(len > 0, "rans_encode n=%zu failed", n);
+    ut_check_guard(e + cap, 0xA5, "rans_encode");
+    double est = rans_cost(hist, n, n, freq);
+    ck_assert_msg(fabs(est - (double)len) <= 8 + (double)len / 1000,
+                  "n=%zu: rans_cost %.1f, real %zu", n, est, len);
+    uint8_t *e2 = ut_xmalloc(len);
+    ck_assert_uint_eq(rans_encode(src, n, freq, e2, len), len);
+    ck_assert(memcmp(e, e2, len) == 0);
+    ck_assert_uint_eq(rans_encode(src, n, freq, e, len - 1), 0); /* e: scratch now */
+    uint8_t *out = ut_xmalloc(n + UT_GUARD);
+    memset(out, 0x5A, n + UT_GUARD);
+    ck_assert_int_eq(rans_decode(e2, len, out, n), 0);
+    size_t d = ut_first_diff(out, src, n);
+    ck_assert_msg(d == n, "rans n=%zu: first difference at %zu", n, d);
+    ut_check_guard(out + n, 0x5A, "rans_decode");
+    free(out), free(e2), free(e);
+    return len;
+}
+
+/* Every frequency 1..RANS_M-1 of a two-symbol alphabet, so every divisor
+** the encoder's reciprocals stand for is checked by a round trip. */
+START_TEST(test_rans_every_frequency)
+{
+    uint8_t p[600];
+    uint64_t s = ut_seed(31);
+    for (uint32_t f = 1; f < RANS_M; f++) {
+        size_t n = 64 + (size_t)(ut_rand(&s) % 500);
+        size_t k = (size_t)((uint64_t)n * f / RANS_M);
+        k = k ? k : 1;
+        k = k < n ? k : n - 1;
+        for (size_t i = 0; i < n; i++) p[i] = i < k ? 7 : 200;
+        shuffle(p, n, f);
+        rans_rt(p, n);
+    }
+}
+END_TEST
+
+/* Sizes 1..40 and odd ones (coders left with nothing to do), one symbol,
+** extreme skew, uniform bytes, exponents: near the entropy. */
+START_TEST(test_rans_shapes)
+{
+    uint8_t *p = ut_xmalloc(MiB);
+    uint64_t s = ut_seed(32);
+    for (size_t n = 1; n <= 40; n++) {
+        for (size_t i = 0; i < n; i++) p[i] = (uint8_t)(ut_rand(&s) % 3);
+        rans_rt(p, n);
+    }
+    memset(p, 9, 1000);
+    size_t len = rans_rt(p, 1000);
+    ck_assert_uint_le(len, 2 + 2 + 4); /* a single symbol: no bits at all */
+    /* 1 in 1000 changed: 0.0114 bits a symbol of information. */
+    memset(p, 0, MiB);
+    for (size_t i = 0; i < MiB; i += 1000) p[i + ut_rand(&s) % 1000 % (MiB - i)] = 1;
+    len = rans_rt(p, MiB);
+    ck_assert_msg(len < MiB / 64, "skewed: %zu bytes (Huffman needs %zu)", len, (size_t)MiB / 8);
+    ut_fill_random(p, MiB, 33);
+    len = rans_rt(p, MiB);
+    ck_assert_uint_le(len, MiB + MiB / 200);
+    gen_exponents(p, MiB, 34);
+    uint32_t hist[256];
+    huf_hist(p, MiB, hist);
+    double h = 0;
+    for (int k = 0; k < 256; k++)
+        if (hist[k]) h -= hist[k] * log2((double)hist[k] / MiB);
+    len = rans_rt(p, MiB);
+    ck_assert_msg((double)len <= h / 8 * 1.005 + 64, "exponents: %zu bytes, entropy %.0f", len,
+                  h / 8);
+    for (size_t n = 1001; n < 1100; n += 7) rans_rt(p, n);
+    free(p);
+}
+END_TEST
+
+/* Every truncation and trailing byte is -EIO (the coders must end at
+** RANS_L with every byte used); flipped bytes give 0 or -EIO, never an
+** access outside the buffers (guards; ASan in the fuzzer). */
+START_TEST(test_rans_corrupt)
+{
+    size_t n = 20011;
+    uint8_t *p = ut_xmalloc(n);
+    gen_exponents(p, n, 35);
+    uint32_t hist[256];
+    uint16_t freq[256];
+    huf_hist(p, n, hist);
+    ck_assert_int_eq(rans_norm(hist, n, freq), 0);
+    size_t cap = 2 * n + 600;
+    uint8_t *e = ut_xmalloc(cap);
+    size_t len = rans_encode(p, n, freq, e, cap);
+    ck_assert_uint_gt(len, 0);
+    uint8_t *b = ut_xmalloc(len + 1), *out = ut_xmalloc(n + UT_GUARD);
+    ck_assert_int_eq(rans_decode(e, len, out, n), 0);
+    ck_assert(memcmp(out, p, n) == 0);
+    for (size_t l = 0; l < len; l++) {
+        memcpy(b, e, l);
+        uint8_t *c = ut_xmalloc(l ? l : 1);
+        memcpy(c, b, l);
+        ck_assert_msg(rans_decode(c, l, out, n) == -EIO, "truncated to %zu decoded", l);
+        free(c);
+    }
+    memcpy(b, e, len);
+    b[len] = 0;
+    ck_assert_int_eq(rans_decode(b, len + 1, out, n), -EIO);
+    ck_assert_int_eq(rans_decode(e, len, out, 0), -EIO);
+    ck_assert_int_eq(rans_decode(e, len, out, n - 1), -EIO);
+    int eio = 0, tries = 0;
+    for (size_t i = 0; i < len; i += (i < 64 ? 1 : 13))
+        for (int bit = 0; bit < 8; bit += 3) {
+            memcpy(b, e, len);
+            b[i] ^= (uint8_t)(1u << bit);
+            memset(out, 0x5A, n + UT_GUARD);
+            int rc = rans_decode(b, len, out, n);
+            ck_assert(rc == 0 || rc == -EIO);
+            ut_check_guard(out + n, 0x5A, "rans_decode (corrupt)");
+            eio += rc == -EIO;
+            tries++;
+        }
+    ck_assert_int_gt(eio, tries / 2);
+    /* Crafted tables: sum off by one, a range ending on an absent symbol. */
+    /* (n = 1: one coder, one state.) */
+    uint8_t h[2 + 4 + 4] = {5, 6, 0x80, 0x20, 0};
+    put32(h + 5, RANS_L);
+    ck_assert_int_eq(rans_decode(h, 9, out, 1), -EIO); /* 4096 + 0: ends absent */
+    h[3] = 0x10, h[4] = 0xFF, h[5] = 0x0F; /* 2048 + 2047 */
+    put32(h + 6, RANS_L);
+    ck_assert_int_eq(rans_decode(h, sizeof h, out, 1), -EIO);
+    h[4] = 0x80, h[5] = 0x10; /* 2048 + 2048: valid; RANS_L decodes as symbol 5 */
+    ck_assert_int_eq(rans_decode(h, sizeof h, out, 1), -EIO); /* the coder ends off RANS_L */
+    put32(h + 6, RANS_L << 1); /* from 2 RANS_L: symbol 5 back to RANS_L, no bytes */
+    ck_assert_int_eq(rans_decode(h, sizeof h, out, 1), 0);
+    ck_assert_uint_eq(out[0], 5);
+    free(b), free(out), free(e), free(p);
+}
+END_TEST
+
+/* ==================================================================== */
 /* tcodec                                                               */
 /* ==================================================================== */
 
@@ -934,7 +1093,7 @@ static uint64_t ref_value(int mode, int flags, uint64_t x, uint64_t b, unsigned 
 }
 
 /* How often each plane codec was seen by parse_block. */
-static unsigned long plane_codecs[4];
+static unsigned long plane_codecs[5];
 
 /* One plane as in tcodec.h; returns bytes used or 0 if malformed. */
 static size_t parse_plane(const uint8_t *p, size_t avail, uint8_t *out, size_t cnt, int *codec)
@@ -948,6 +1107,7 @@ static size_t parse_plane(const uint8_t *p, size_t avail, uint8_t *out, size_t c
     case 1: ck_assert_int_eq(huf_decode(p + 5, l, out, cnt), 0); break;
     case 2: ck_assert_uint_eq(ZSTD_decompress(out, cnt, p + 5, l), cnt); break;
     case 3: ck_assert_uint_eq(l, 1); memset(out, p[5], cnt); break;
+    case 4: ck_assert_int_eq(rans_decode(p + 5, l, out, cnt), 0); break;
     default: ck_abort_msg("plane codec %u", p[0]);
     }
     /* Planes never grow: a raw plane is the worst case. */
@@ -2097,7 +2257,8 @@ START_TEST(test_tc_plane_codecs_seen)
     replace_some(base, n, 4, 0.01, 3);
     struct tc_opts o = {TC_DELTA_BEST, 1, 1};
     tc_rt(raw, n, 4, 1, base, &o);            /* mostly-zero planes: zstd */
-    for (int c = 0; c < 4; c++) ck_assert_msg(plane_codecs[c] > 0, "codec %d never used", c);
+    /* ... and rANS for a skewed plane among them. */
+    for (int c = 0; c < 5; c++) ck_assert_msg(plane_codecs[c] > 0, "codec %d never used", c);
     free(raw);
     free(base);
 }
@@ -2123,6 +2284,12 @@ int main(void)
     tcase_add_test(th, test_huf_crafted);
     tcase_add_test(th, test_huf_corrupt_streams);
     suite_add_tcase(s, th);
+    TCase *tr = tcase_create("rans");
+    tcase_set_timeout(tr, 120);
+    tcase_add_test(tr, test_rans_every_frequency);
+    tcase_add_test(tr, test_rans_shapes);
+    tcase_add_test(tr, test_rans_corrupt);
+    suite_add_tcase(s, tr);
     TCase *tt = tcase_create("tcodec");
     tcase_set_timeout(tt, 300);
     tcase_add_test(tt, test_tc_matrix_small);

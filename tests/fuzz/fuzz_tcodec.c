@@ -11,6 +11,7 @@
 ** and likewise as a Huffman stream.
 */
 #include "huf.h"
+#include "rans.h"
 #include "tcodec.h"
 
 #include <errno.h>
@@ -44,7 +45,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n)
     }
     /* The input as a stored block (against a base made of the input, so a
     ** grouped block sees several groups, and of the hash the block names,
-    ** so a delta gets past that check) and as a Huffman stream. */
+    ** so a delta gets past that check) and as a Huffman and an rANS stream. */
     size_t outn = (size_t)d[1] * 256 + (len & 255);
     uint8_t *big = malloc(outn + 1), *bbase = calloc(outn + 1, 1);
     for (size_t i = 0; i < outn; i++) bbase[i] = x[i % len];
@@ -53,6 +54,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n)
     int rc = tc_decode(x, len, bbase, sh, big, outn);
     REQUIRE(rc == 0 || rc == -EIO);
     rc = huf_decode(x, len, big, outn);
+    REQUIRE(rc == 0 || rc == -EIO);
+    rc = rans_decode(x, len, big, outn);
     REQUIRE(rc == 0 || rc == -EIO);
     free(big), free(bbase), free(raw), free(base), free(out), free(st);
     return 0;
