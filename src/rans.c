@@ -206,6 +206,7 @@ static long read_header(const uint8_t *src, size_t len, unsigned k, uint16_t fre
 #define D_SYM(e) ((uint8_t)(e))
 #define D_BIAS(e) (((e) >> 8) & (RANS_M - 1))
 #define D_FREQ(e) (((e) >> 20) + 1)
+_Static_assert(8 + 2 * RANS_BITS <= 32, "a decode entry holds symbol, bias and frequency");
 
 int rans_decode(const uint8_t *src, size_t len, uint8_t *dst, size_t n)
 {
