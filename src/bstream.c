@@ -32,21 +32,23 @@ double bstream_entropy(const uint32_t hist[256], size_t tot, size_t cnt)
 double bstream_cost(const uint32_t hist[256], size_t tot, size_t n)
 {
     if (n == 0 || tot == 0) return BSTREAM_HDR;
-    double bits = 0;
+    /* One log a symbol: estimates run for every group of every block. */
+    float bits = 0, ent = 0, lt = log2f((float)tot);
     int lo = -1, hi = 0;
     for (int s = 0; s < 256; s++) {
         if (!hist[s]) continue;
-        bits += hist[s] * CK_MAX(1.0, log2((double)tot / hist[s]));
+        float l = lt - log2f((float)hist[s]);
+        ent += (float)hist[s] * l;
+        bits += (float)hist[s] * (l < 1 ? 1 : l);
         if (lo < 0) lo = s;
         hi = s;
     }
     if (lo == hi) return BSTREAM_HDR + 1;
-    /* The short table: range, nibbles, stream lengths (huf.h). */
-    double scale = (double)n / (double)tot;
-    double huf = 3 + (hi - lo + 2) / 2 + 6 + bits / 8 * scale;
+    double scale = (double)n / (double)tot / 8;
+    /* Huffman: the short table: range, nibbles, stream lengths (huf.h). */
+    double huf = 3 + (hi - lo + 2) / 2 + 6 + bits * scale;
     /* rANS: the entropy, a varint a frequency, four states (rans.h). */
-    double rans = 2 + 1.5 * (hi - lo + 1) + (n >= RANS_SPLIT ? 20 : 5) +
-                  bstream_entropy(hist, tot, n);
+    double rans = 2 + 1.5 * (hi - lo + 1) + (n >= RANS_SPLIT ? 20 : 5) + ent * scale;
     return BSTREAM_HDR + CK_MIN(rans < RANS_GAIN * huf ? rans : huf, (double)n);
 }
 

@@ -468,10 +468,8 @@ static size_t put_body(int mode, uint8_t *p, size_t stride, size_t cnt, unsigned
 }
 
 /* One group's cnt values: its mode byte, then its body, dense or sparse,
-** whichever its cost model (body_cost) says is smaller. Settling it by
-** encoding both when zstd may beat the model made fine-tuning deltas 0.03%
-** smaller and their encoding about a quarter slower. Returns the bytes
-** written. */
+** whichever its cost model (body_cost) says is smaller. Returns the
+** bytes written. */
 static size_t put_group(uint8_t *p, size_t stride, size_t cnt, unsigned w, uint8_t *mask,
                         uint8_t *dst, size_t cap)
 {
@@ -595,7 +593,6 @@ static unsigned fit_width(unsigned width, size_t n)
 
 struct cand {
     int mode, xor, base; /* base: which of the bases a delta is against */
-    int runs;            /* a plane has a dominant byte: zstd may beat the estimate */
     double est;
 };
 
@@ -612,7 +609,7 @@ static struct cand choose(const uint8_t *raw, const uint8_t *const *bases, int n
                           uint32_t (*gh)[8][256], double *st, int *st_runs)
 {
     size_t cnt = n / w;
-    struct cand best = {TC_STANDALONE, 0, -1, 0, 0};
+    struct cand best = {TC_STANDALONE, 0, -1, 0};
     struct estimate se = estimate(w, op_of(TC_STANDALONE, is_float, 0), raw, raw, cnt, tmp);
     best.est = se.dense;
     *st = se.bound;
@@ -622,16 +619,16 @@ static struct cand choose(const uint8_t *raw, const uint8_t *const *bases, int n
             if ((xor && o->delta == TC_DELTA_ULP) || (!xor && o->delta == TC_DELTA_XOR)) continue;
             struct estimate e =
                 estimate(w, op_of(TC_DENSE, is_float, xor), raw, bases[b], cnt, tmp);
-            if (e.dense < best.est) best = (struct cand){TC_DENSE, xor, b, e.runs, e.dense};
+            if (e.dense < best.est) best = (struct cand){TC_DENSE, xor, b, e.dense};
             if (!o->no_sparse && e.sparse < best.est)
-                best = (struct cand){TC_SPARSE, xor, b, e.runs, e.sparse};
+                best = (struct cand){TC_SPARSE, xor, b, e.sparse};
         }
     }
     if (best.mode != TC_STANDALONE && groupable(w, is_float, n) && !o->no_group) {
         double g = estimate_grouped(w, op_of(TC_DENSE, is_float, best.xor), raw,
                                     bases[best.base], cnt, tmp, gh);
         if (g < best.est * GROUP_GAIN)
-            best = (struct cand){TC_GROUPED, best.xor, best.base, 0, g};
+            best = (struct cand){TC_GROUPED, best.xor, best.base, g};
     }
     return best;
 }
@@ -668,19 +665,6 @@ int tc_encode_from(const uint8_t *raw, size_t n, unsigned width, int is_float,
                        op_of(TC_DENSE, is_float, c.xor), base, bh, s, dst, cap, out_len);
     else
         CK_TRY(encode_mode(raw, n, w, is_float, c.mode, c.xor, base, bh, s, dst, cap, out_len));
-    if (c.runs && !o->no_sparse) {
-        /* Zstd codes runs below the Huffman estimate: settle dense against
-        ** sparse with a real encoding. */
-        int other = c.mode == TC_DENSE ? TC_SPARSE : TC_DENSE;
-        size_t alt_len;
-        CK_TRY(encode_mode(raw, n, w, is_float, other, c.xor, base, bh, s, alt, alt_cap,
-                           &alt_len));
-        if (alt_len < *out_len) {
-            memcpy(dst, alt, alt_len);
-            *out_len = alt_len;
-            c.mode = other;
-        }
-    }
     *mode = c.mode;
     *which = c.base;
     /* The entropy estimate bounds the standalone size from below unless
