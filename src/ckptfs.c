@@ -15,6 +15,7 @@
 #include "recode.h"
 
 #include <limits.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -262,8 +263,22 @@ static int serve(struct fuse_session *se, struct fuse_cmdline_opts *o, struct fs
     return ret != 0;
 }
 
+/* glibc gives each thread that allocates its own arena, and every FUSE
+** and worker thread here handles 1 MiB blocks: the blocks freed in one
+** arena are not reused by the others, so peak memory grew with the thread
+** count. Two arenas (unless MALLOC_ARENA_MAX says otherwise) measured a
+** peak RSS of 143 against 201 MiB saving and reading back a fine-tuning
+** series, at the same speed. */
+static void limit_arenas(void)
+{
+#ifdef M_ARENA_MAX
+    if (!getenv("MALLOC_ARENA_MAX")) mallopt(M_ARENA_MAX, 2);
+#endif
+}
+
 int main(int argc, char **argv)
 {
+    limit_arenas();
     struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
     struct cli cli = {.timeout = 1.0, .reserve_mib = ULONG_MAX, .readahead_kib = 1024,
                       .behind_mib = ULONG_MAX, .delta_groups = 1};
