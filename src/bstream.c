@@ -16,9 +16,13 @@
 
 enum { PL_RAW = 0, PL_HUF = 1, PL_ZSTD = 2, PL_CONST = 3, PL_RANS = 4 };
 
-/* rANS decodes several times slower than Huffman: only where this much
-** smaller. */
+/* rANS decodes several times slower than Huffman: under BSTREAM_FAST only
+** where this much smaller (exponent planes of trained weights, where
+** Huffman comes within 1% of the entropy, keep Huffman: at 0.99 some did
+** not, and standalone bf16 decoded at 1.2 GB/s, not 2.7). */
 #define RANS_GAIN 0.97
+
+static double rans_gain(int pref) { return pref == BSTREAM_SMALL ? 1.0 : RANS_GAIN; }
 
 double bstream_entropy(const uint32_t hist[256], size_t tot, size_t cnt)
 {
@@ -29,7 +33,7 @@ double bstream_entropy(const uint32_t hist[256], size_t tot, size_t cnt)
     return h / 8.0 * ((double)cnt / (double)tot);
 }
 
-double bstream_cost(const uint32_t hist[256], size_t tot, size_t n)
+double bstream_cost(const uint32_t hist[256], size_t tot, size_t n, int pref)
 {
     if (n == 0 || tot == 0) return BSTREAM_HDR;
     /* One log a symbol: estimates run for every group of every block. */
@@ -49,7 +53,7 @@ double bstream_cost(const uint32_t hist[256], size_t tot, size_t n)
     double huf = 3 + (hi - lo + 2) / 2 + 6 + bits * scale;
     /* rANS: the entropy, a varint a frequency, four states (rans.h). */
     double rans = 2 + 1.5 * (hi - lo + 1) + (n >= RANS_SPLIT ? 20 : 5) + ent * scale;
-    return BSTREAM_HDR + CK_MIN(rans < RANS_GAIN * huf ? rans : huf, (double)n);
+    return BSTREAM_HDR + CK_MIN(rans < rans_gain(pref) * huf ? rans : huf, (double)n);
 }
 
 static int zstd_stream(const uint8_t *p, size_t cnt, uint8_t *dst, size_t cap, size_t *len)
@@ -60,7 +64,7 @@ static int zstd_stream(const uint8_t *p, size_t cnt, uint8_t *dst, size_t cap, s
     return 0;
 }
 
-size_t bstream_put(const uint8_t *p, size_t cnt, uint8_t *dst, size_t cap)
+size_t bstream_put(const uint8_t *p, size_t cnt, uint8_t *dst, size_t cap, int pref)
 {
     uint8_t codec = PL_RAW;
     size_t len = cnt;
@@ -91,7 +95,7 @@ size_t bstream_put(const uint8_t *p, size_t cnt, uint8_t *dst, size_t cap)
     size_t room = cap - BSTREAM_HDR;
     uint16_t freq[256];
     double rs = rans_norm(hist, cnt, freq) == 0 ? rans_cost(hist, cnt, cnt, freq) : (double)cnt;
-    int use_rans = rs < RANS_GAIN * (double)(hs ? hs : cnt) && rs < (double)(cnt - cnt / 64);
+    int use_rans = rs < rans_gain(pref) * (double)(hs ? hs : cnt) && rs < (double)(cnt - cnt / 64);
     double best = use_rans ? rs : (double)(hs ? CK_MIN(hs, cnt) : cnt);
     /* A dominant byte means runs; zstd codes a run in a few bytes. */
     if (top > cnt / 2 + cnt / 8 && zstd_stream(p, cnt, out, room, &zs) == 0 &&

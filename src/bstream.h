@@ -13,8 +13,8 @@
 ** stored raw without being coded (most mantissa bytes); zstd is tried only
 ** when one byte dominates, since its runs then go below Huffman's floor of
 ** a bit a byte; rANS, which has no such floor but decodes several times
-** slower, only when it is 3% smaller than Huffman (skewed delta planes,
-** not exponent planes); a coder is kept only when it saves at least 1/64.
+** slower, as enum bstream_pref says; a coder is kept only when it saves
+** at least 1/64.
 */
 #ifndef CKPT_BSTREAM_H
 #define CKPT_BSTREAM_H
@@ -24,12 +24,18 @@
 
 #define BSTREAM_HDR 5
 
+/* What bstream_put favours: rANS decodes several times slower than
+** Huffman. BSTREAM_FAST takes it only when 3% smaller (standalone planes,
+** whose decode speed matters most); BSTREAM_SMALL whenever smaller (delta
+** planes, which trade speed for size already). */
+enum bstream_pref { BSTREAM_FAST = 0, BSTREAM_SMALL = 1 };
+
 /* Room bstream_put needs at dst for a stream of n bytes. */
 static inline size_t bstream_bound(size_t n) { return BSTREAM_HDR + n + 8; }
 
 /* Store p[0..n) at dst (capacity cap >= bstream_bound(n)); returns the bytes
 ** used. It cannot fail: a stream no coder shrinks is stored raw. */
-size_t bstream_put(const uint8_t *p, size_t n, uint8_t *dst, size_t cap);
+size_t bstream_put(const uint8_t *p, size_t n, uint8_t *dst, size_t cap, int pref);
 
 /* Read a stream of exactly n bytes from src[0..avail) into p; returns the
 ** bytes it used, or -EIO when malformed. */
@@ -45,7 +51,7 @@ long bstream_get_mask(const uint8_t *src, size_t avail, uint8_t *mask, size_t cn
 ** Huffman needs (each symbol's information, but at least a bit, and a
 ** table), or raw when smaller. Zstd, which only dominant bytes try, can do
 ** better. As cheap as the entropy: no code is built. */
-double bstream_cost(const uint32_t hist[256], size_t tot, size_t n);
+double bstream_cost(const uint32_t hist[256], size_t tot, size_t n, int pref);
 
 /* Bytes an order-0 coder needs for n symbols distributed as hist (a
 ** histogram of tot symbols, a sample of the n). */

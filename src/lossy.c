@@ -515,11 +515,11 @@ static size_t put_body(const struct plan *p, const struct work *wk, const uint8_
     size_t off = 0;
     if (p->mask) {
         ck_put32(dst, (uint32_t)kept);
-        off = 4 + bstream_put(wk->mask, (cnt + 7) / 8, dst + 4, room - 4);
+        off = 4 + bstream_put(wk->mask, (cnt + 7) / 8, dst + 4, room - 4, BSTREAM_FAST);
     }
     unsigned pb = pack_bits(p->k);
     pack(wk->idx, kept, pb, wk->packed);
-    off += bstream_put(wk->packed, packed_len(kept, pb), dst + off, room - off);
+    off += bstream_put(wk->packed, packed_len(kept, pb), dst + off, room - off, BSTREAM_FAST);
     return off + put_exceptions(p, wk, raw, cnt, recon, dst + off);
 }
 

@@ -214,15 +214,15 @@ static size_t plane_hist(const uint8_t *p, size_t stride, size_t cnt, unsigned w
 ** *bound (if not NULL) gets the entropy of the dense form. Clobbers
 ** hist[k][0]. */
 static void body_cost(uint32_t hist[][256], unsigned w, size_t tot, size_t zero, size_t n,
-                      double *dense, double *sparse, double *bound)
+                      int pref, double *dense, double *sparse, double *bound)
 {
     size_t changed = tot ? (size_t)((double)(tot - zero) / (double)tot * (double)n) : 0;
     *dense = *sparse = 0;
     for (unsigned k = 0; k < w; k++) {
         if (bound) *bound += CK_MIN(bstream_entropy(hist[k], tot, n), (double)n) + BSTREAM_HDR;
-        *dense += bstream_cost(hist[k], tot, n);
+        *dense += bstream_cost(hist[k], tot, n, pref);
         hist[k][0] -= (uint32_t)zero;
-        *sparse += bstream_cost(hist[k], tot - zero, changed);
+        *sparse += bstream_cost(hist[k], tot - zero, changed, BSTREAM_SMALL);
     }
     double f = tot ? (double)(tot - zero) / (double)tot : 0;
     double h2 = f <= 0 || f >= 1 ? 0 : -(f * log2(f) + (1 - f) * log2(1 - f));
@@ -252,7 +252,8 @@ static struct estimate estimate(unsigned w, int op, const uint8_t *raw, const ui
     if (tot == 0) return e;
     for (unsigned k = 0; k < w; k++)
         for (int v = 0; v < 256; v++) e.runs |= hist[k][v] > tot / 2 + tot / 8;
-    body_cost(hist, w, tot, zero, cnt, &e.dense, &e.sparse, &e.bound);
+    int pref = op == OP_ROT || op == OP_ID ? BSTREAM_FAST : BSTREAM_SMALL; /* standalone? */
+    body_cost(hist, w, tot, zero, cnt, pref, &e.dense, &e.sparse, &e.bound);
     return e;
 }
 
@@ -264,11 +265,12 @@ size_t tc_bound(size_t n)
     return n + n / 8 + 16 + 8 * (BSTREAM_HDR + 16) + 64;
 }
 
-static size_t put_planes(const uint8_t *pl, size_t stride, size_t cnt, unsigned w,
+static size_t put_planes(const uint8_t *pl, size_t stride, size_t cnt, unsigned w, int pref,
                          uint8_t *dst, size_t cap)
 {
     size_t off = 0;
-    for (unsigned k = 0; k < w; k++) off += bstream_put(pl + k * stride, cnt, dst + off, cap - off);
+    for (unsigned k = 0; k < w; k++)
+        off += bstream_put(pl + k * stride, cnt, dst + off, cap - off, pref);
     return off;
 }
 
@@ -461,10 +463,11 @@ static size_t put_body(int mode, uint8_t *p, size_t stride, size_t cnt, unsigned
     if (mode == TC_SPARSE) {
         size_t c = compact(p, stride, cnt, w, mask);
         ck_put32(dst, (uint32_t)c);
-        off = 4 + bstream_put(mask, (cnt + 7) / 8, dst + 4, cap - 4);
+        off = 4 + bstream_put(mask, (cnt + 7) / 8, dst + 4, cap - 4, BSTREAM_SMALL);
         cnt = c;
     }
-    return off + put_planes(p, stride, cnt, w, dst + off, cap - off);
+    int pref = mode == TC_STANDALONE ? BSTREAM_FAST : BSTREAM_SMALL;
+    return off + put_planes(p, stride, cnt, w, pref, dst + off, cap - off);
 }
 
 /* One group's cnt values: its mode byte, then its body, dense or sparse,
@@ -477,7 +480,7 @@ static size_t put_group(uint8_t *p, size_t stride, size_t cnt, unsigned w, uint8
     memset(hist, 0, sizeof hist);
     size_t zero = plane_hist(p, stride, cnt, w, hist);
     double dense, sparse;
-    body_cost(hist, w, cnt, zero, cnt, &dense, &sparse, NULL);
+    body_cost(hist, w, cnt, zero, cnt, BSTREAM_SMALL, &dense, &sparse, NULL);
     dst[0] = sparse < dense ? TC_SPARSE : TC_DENSE;
     return 1 + put_body(dst[0], p, stride, cnt, w, mask, dst + 1, cap - 1);
 }
@@ -516,7 +519,7 @@ static double estimate_grouped(unsigned w, int op, const uint8_t *raw, const uin
     for (int g = 0; g <= nb; g++) {
         double dense, sparse;
         size_t n = (size_t)((double)num[g] / (double)tot * (double)cnt);
-        body_cost(gh[g], w, num[g], zero[g], n, &dense, &sparse, NULL);
+        body_cost(gh[g], w, num[g], zero[g], n, BSTREAM_SMALL, &dense, &sparse, NULL);
         est += 1 + CK_MIN(dense, sparse);
     }
     return est;
