@@ -115,6 +115,9 @@ CREATE TABLE IF NOT EXISTS version (
 CREATE INDEX IF NOT EXISTS version_ino ON version (ino, seq);
 -- The recoder's queue: versions waiting for their policy.
 CREATE INDEX IF NOT EXISTS version_todo ON version (lossy, seq) WHERE policy IS NOT NULL;
+-- The recoder's "is there a newer version" and "the previous version" of a
+-- family (fsmeta_lossy.c): without it each scanned the whole table.
+CREATE INDEX IF NOT EXISTS version_family ON version (family, seq);
 
 -- Version content: the block of raw bytes at [off, off + chunk.raw_len) of
 -- version ver. Ranges not covered by an extent, below size, read as zeros.
