@@ -31,6 +31,7 @@
 ** test_tc_never_larger_runs is the regression test of a bug it found: a
 ** delta compared only with the estimated standalone size on run-heavy data.
 */
+#include "../src/bstream.h"
 #include "../src/huf.h"
 #include "../src/rans.h"
 #include "../src/tcodec.h"
@@ -1039,6 +1040,41 @@ START_TEST(test_rans_corrupt)
     ck_assert_int_eq(rans_decode(h, sizeof h, out, 1), 0);
     ck_assert_uint_eq(out[0], 5);
     free(b), free(out), free(e), free(p);
+}
+END_TEST
+
+/* bstream_put under pref, then bstream_get: returns the codec byte. */
+static int bs_rt(const uint8_t *p, size_t n, int pref, size_t *len)
+{
+    uint8_t *d = ut_xmalloc(bstream_bound(n)), *out = ut_xmalloc(n);
+    *len = bstream_put(p, n, d, bstream_bound(n), pref);
+    ck_assert_int_eq(bstream_get(d, *len, out, n), (long)*len);
+    ck_assert(memcmp(out, p, n) == 0);
+    int codec = d[0];
+    free(d), free(out);
+    return codec;
+}
+
+/* Exponent bytes keep Huffman under BSTREAM_FAST (standalone decode
+** speed); a plane Huffman codes half again over its entropy takes rANS
+** either way; BSTREAM_SMALL is never larger. */
+START_TEST(test_bstream_pref)
+{
+    size_t n = MiB, lf, ls;
+    uint8_t *p = ut_xmalloc(n);
+    gen_exponents(p, n, 41);
+    ck_assert_int_eq(bs_rt(p, n, BSTREAM_FAST, &lf), 1);
+    bs_rt(p, n, BSTREAM_SMALL, &ls);
+    ck_assert_uint_le(ls, lf);
+    uint64_t s = ut_seed(42);
+    for (size_t i = 0; i < n; i++) {
+        uint64_t r = ut_rand(&s) % 100;
+        p[i] = r < 85 ? 0 : (uint8_t)(1 + r % 3); /* 0.85 bits; Huffman 1.25 */
+    }
+    ck_assert_int_eq(bs_rt(p, n, BSTREAM_FAST, &lf), 4);
+    ck_assert_int_eq(bs_rt(p, n, BSTREAM_SMALL, &ls), 4);
+    ck_assert_uint_lt(lf, n / 8); /* below Huffman's floor of a bit */
+    free(p);
 }
 END_TEST
 
@@ -2289,6 +2325,7 @@ int main(void)
     tcase_add_test(tr, test_rans_every_frequency);
     tcase_add_test(tr, test_rans_shapes);
     tcase_add_test(tr, test_rans_corrupt);
+    tcase_add_test(tr, test_bstream_pref);
     suite_add_tcase(s, tr);
     TCase *tt = tcase_create("tcodec");
     tcase_set_timeout(tt, 300);
