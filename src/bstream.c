@@ -1,5 +1,5 @@
 /*
-** bstream.c: byte streams stored raw, constant, Huffman or zstd (see
+** bstream.c: byte streams stored raw, constant, Huffman, rANS or zstd (see
 ** bstream.h).
 */
 #include "bstream.h"

@@ -47,10 +47,11 @@ long bstream_get(const uint8_t *src, size_t avail, uint8_t *p, size_t n);
 long bstream_get_mask(const uint8_t *src, size_t avail, uint8_t *mask, size_t cnt, size_t c);
 
 /* Estimated bytes bstream_put stores n symbols distributed as hist (a
-** histogram of tot symbols, a sample of the n) in: a constant, or what
-** Huffman needs (each symbol's information, but at least a bit, and a
-** table), or raw when smaller. Zstd, which only dominant bytes try, can do
-** better. As cheap as the entropy: no code is built. */
+** histogram of tot symbols, a sample of the n) in under pref: a constant;
+** or what Huffman needs (each symbol's information, but at least a bit,
+** and a table) or rANS needs (the entropy, a table and its states),
+** whichever pref would pick; or raw when smaller. Zstd, which only dominant
+** bytes try, can do better. As cheap as the entropy: no code is built. */
 double bstream_cost(const uint32_t hist[256], size_t tot, size_t n, int pref);
 
 /* Bytes an order-0 coder needs for n symbols distributed as hist (a

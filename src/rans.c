@@ -2,8 +2,8 @@
 ** rans.c: static range-ANS coding of byte streams (see rans.h).
 **
 ** The encoder divides by a symbol's frequency once a symbol; it multiplies
-** by a 33-bit reciprocal instead, exact for the 31-bit states (Granlund and
-** Montgomery). Four coders interleave so the decoder's multiplies overlap.
+** by a reciprocal (below 2^32, kept in 64 bits) and shifts instead, exact
+** for the 31-bit states (Granlund and Montgomery). Four coders interleave so the decoder's multiplies overlap.
 */
 #include "rans.h"
 #include "common.h"
@@ -40,6 +40,7 @@ int rans_norm(const uint32_t hist[256], size_t tot, uint16_t freq[256])
         sum += freq[s];
         sl[m++] = (struct slot){s, f ? x - f : -1};
     }
+    if (m == 0) return -1;
     /* Short: round up the largest remainders. */
     qsort(sl, m, sizeof sl[0], by_rem);
     for (size_t i = 0; sum < RANS_M; i = (i + 1) % m, sum++) freq[sl[i].s]++;
@@ -123,6 +124,7 @@ size_t rans_encode(const uint8_t *src, size_t n, const uint16_t freq[256], uint8
                    size_t cap)
 {
     struct esym es[256];
+    memset(es, 0, sizeof es); /* a symbol without a frequency: see rans.h */
     uint32_t c = 0;
     for (int s = 0; s < 256; s++) {
         if (freq[s]) esym_init(&es[s], freq[s], c);

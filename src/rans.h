@@ -38,16 +38,18 @@
 #define RANS_SPLIT 4096
 
 /* Frequencies (sum RANS_M, every present symbol at least 1) for hist of
-** tot symbols into freq; 0, or -1 if tot is 0. */
+** tot symbols (the sum of hist) into freq; 0, or -1 if there are none. */
 int rans_norm(const uint32_t hist[256], size_t tot, uint16_t freq[256]);
 
 /* Encoded size of n symbols distributed as hist (tot of them, a sample of
-** the n when tot < n) under freq, estimated to within a few bytes. */
+** the n when tot < n) under freq (from rans_norm), estimated to within a
+** few bytes. */
 double rans_cost(const uint32_t hist[256], size_t tot, size_t n, const uint16_t freq[256]);
 
 /* Encode src[0..n) (n >= 1) whose frequencies are freq (from rans_norm of
-** its histogram) into dst of capacity cap. Returns the encoded size, or 0
-** if cap is too small. */
+** its histogram: every symbol of src must have a frequency, or the result
+** is undefined) into dst of capacity cap. Returns the encoded size, or 0
+** if cap is too small, n is 0 or freq does not sum to RANS_M. */
 size_t rans_encode(const uint8_t *src, size_t n, const uint16_t freq[256], uint8_t *dst,
                    size_t cap);
 

@@ -211,8 +211,8 @@ static size_t plane_hist(const uint8_t *p, size_t stride, size_t cnt, unsigned w
 ** its w planes (a sample of tot values, zero of them all-zero), as the
 ** plane coders store them (bstream_cost): the entropy would flatter the
 ** dense form, whose skewed planes Huffman cannot code below a bit a value.
-** *bound (if not NULL) gets the entropy of the dense form. Clobbers
-** hist[k][0]. */
+** *bound (if not NULL) gets the entropy of the dense form added to it.
+** Clobbers hist[k][0]. */
 static void body_cost(uint32_t hist[][256], unsigned w, size_t tot, size_t zero, size_t n,
                       int pref, double *dense, double *sparse, double *bound)
 {
