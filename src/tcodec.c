@@ -185,9 +185,10 @@ static int op_of(int mode, int is_float, int xor)
 /* ---- estimation ---- */
 
 struct estimate {
-    double dense, sparse; /* bytes, as the coders would store them */
-    double bound;         /* the entropy of the dense form: a lower bound */
-    int runs; /* a plane has a dominant byte: zstd may beat the entropy */
+    double dense, sparse; /* bytes, as the coders would store them (deltas:
+                             both; standalone: dense only) */
+    double bound; /* standalone: the entropy, a lower bound of its size... */
+    int runs;     /* ...unless a plane has a dominant byte that zstd codes */
 };
 
 /* Add the bytes of cnt values (w planes at p, stride stride) to hist[k];
@@ -211,19 +212,26 @@ static size_t plane_hist(const uint8_t *p, size_t stride, size_t cnt, unsigned w
 ** its w planes (a sample of tot values, zero of them all-zero), as the
 ** plane coders store them (bstream_cost): the entropy would flatter the
 ** dense form, whose skewed planes Huffman cannot code below a bit a value.
-** *bound (if not NULL) gets the entropy of the dense form added to it.
-** Clobbers hist[k][0]. */
+** A standalone body (sparse NULL) gets its entropy, a lower bound of its
+** size, in *bound instead. Clobbers hist[k][0]. */
 static void body_cost(uint32_t hist[][256], unsigned w, size_t tot, size_t zero, size_t n,
-                      int pref, double *dense, double *sparse, double *bound)
+                      double *dense, double *sparse, double *bound)
 {
     size_t changed = tot ? (size_t)((double)(tot - zero) / (double)tot * (double)n) : 0;
-    *dense = *sparse = 0;
+    int pref = sparse ? BSTREAM_SMALL : BSTREAM_FAST;
+    *dense = 0;
+    if (!sparse) *bound = 0;
+    else *sparse = 0;
     for (unsigned k = 0; k < w; k++) {
-        if (bound) *bound += CK_MIN(bstream_entropy(hist[k], tot, n), (double)n) + BSTREAM_HDR;
         *dense += bstream_cost(hist[k], tot, n, pref);
+        if (!sparse) {
+            *bound += CK_MIN(bstream_entropy(hist[k], tot, n), (double)n) + BSTREAM_HDR;
+            continue;
+        }
         hist[k][0] -= (uint32_t)zero;
         *sparse += bstream_cost(hist[k], tot - zero, changed, BSTREAM_SMALL);
     }
+    if (!sparse) return;
     double f = tot ? (double)(tot - zero) / (double)tot : 0;
     double h2 = f <= 0 || f >= 1 ? 0 : -(f * log2(f) + (1 - f) * log2(1 - f));
     *sparse += (double)n * h2 / 8.0 + BSTREAM_HDR + 4 + HUF_HEADER;
@@ -236,7 +244,8 @@ static void body_cost(uint32_t hist[][256], unsigned w, size_t tot, size_t zero,
          a + run <= (cnt); a += (cnt) < 4 * SAMPLE_EVERY ? (cnt) : SAMPLE_EVERY)
 
 /* Estimate the planes of op on a sample of the block; for deltas also the
-** sparse form (mask + only the changed elements). */
+** sparse form (mask + only the changed elements), for standalone its
+** lower bound. */
 static struct estimate estimate(unsigned w, int op, const uint8_t *raw, const uint8_t *base,
                                 size_t cnt, uint8_t *tmp)
 {
@@ -250,10 +259,13 @@ static struct estimate estimate(unsigned w, int op, const uint8_t *raw, const ui
     }
     struct estimate e = {0, 0, 0, 0};
     if (tot == 0) return e;
+    if (op != OP_ROT && op != OP_ID) {
+        body_cost(hist, w, tot, zero, cnt, &e.dense, &e.sparse, NULL);
+        return e;
+    }
     for (unsigned k = 0; k < w; k++)
         for (int v = 0; v < 256; v++) e.runs |= hist[k][v] > tot / 2 + tot / 8;
-    int pref = op == OP_ROT || op == OP_ID ? BSTREAM_FAST : BSTREAM_SMALL; /* standalone? */
-    body_cost(hist, w, tot, zero, cnt, pref, &e.dense, &e.sparse, &e.bound);
+    body_cost(hist, w, tot, zero, cnt, &e.dense, NULL, &e.bound);
     return e;
 }
 
@@ -480,7 +492,7 @@ static size_t put_group(uint8_t *p, size_t stride, size_t cnt, unsigned w, uint8
     memset(hist, 0, sizeof hist);
     size_t zero = plane_hist(p, stride, cnt, w, hist);
     double dense, sparse;
-    body_cost(hist, w, cnt, zero, cnt, BSTREAM_SMALL, &dense, &sparse, NULL);
+    body_cost(hist, w, cnt, zero, cnt, &dense, &sparse, NULL);
     dst[0] = sparse < dense ? TC_SPARSE : TC_DENSE;
     return 1 + put_body(dst[0], p, stride, cnt, w, mask, dst + 1, cap - 1);
 }
@@ -519,7 +531,7 @@ static double estimate_grouped(unsigned w, int op, const uint8_t *raw, const uin
     for (int g = 0; g <= nb; g++) {
         double dense, sparse;
         size_t n = (size_t)((double)num[g] / (double)tot * (double)cnt);
-        body_cost(gh[g], w, num[g], zero[g], n, BSTREAM_SMALL, &dense, &sparse, NULL);
+        body_cost(gh[g], w, num[g], zero[g], n, &dense, &sparse, NULL);
         est += 1 + CK_MIN(dense, sparse);
     }
     return est;
