@@ -3,7 +3,8 @@
 **
 ** The encoder divides by a symbol's frequency once a symbol; it multiplies
 ** by a reciprocal (below 2^32, kept in 64 bits) and shifts instead, exact
-** for the 31-bit states (Granlund and Montgomery). Four coders interleave so the decoder's multiplies overlap.
+** for the 31-bit states (Granlund and Montgomery). Four coders interleave
+** so the decoder's multiplies overlap.
 */
 #include "rans.h"
 #include "common.h"
@@ -89,7 +90,7 @@ double rans_cost(const uint32_t hist[256], size_t tot, size_t n, const uint16_t 
 }
 
 struct esym {
-    uint64_t rcp; /* ceil-ish reciprocal: q = x * rcp >> shift == x / f */
+    uint64_t rcp; /* floor(2^shift / f) + 1: x * rcp >> shift == x / f */
     uint32_t f, c, shift, xmax;
 };
 
@@ -104,6 +105,13 @@ static void esym_init(struct esym *e, uint32_t f, uint32_t c)
     e->xmax = ((RANS_L >> RANS_BITS) << 8) * f;
 }
 
+/* State v (renormalised, below e->xmax) with symbol e coded into it. */
+static inline uint32_t enc_step(uint32_t v, const struct esym *e)
+{
+    uint32_t q = (uint32_t)(((uint64_t)v * e->rcp) >> e->shift);
+    return (q << RANS_BITS) + (v - q * e->f) + e->c;
+}
+
 /* Code one symbol into state *x, renormalising into the bytes below *p
 ** (not below lo). 0, or -1 when out of room. */
 static int put(uint32_t *x, const struct esym *e, const uint8_t *lo, uint8_t **p)
@@ -115,8 +123,7 @@ static int put(uint32_t *x, const struct esym *e, const uint8_t *lo, uint8_t **p
         *--*p = (uint8_t)v;
         v >>= 8;
     }
-    uint32_t q = (uint32_t)(((uint64_t)v * e->rcp) >> e->shift);
-    *x = (q << RANS_BITS) + (v - q * e->f) + e->c;
+    *x = enc_step(v, e);
     return 0;
 }
 
@@ -149,9 +156,7 @@ size_t rans_encode(const uint8_t *src, size_t n, const uint16_t freq[256], uint8
         p[-1] = (uint8_t)X;                                                \
         p[-2] = (uint8_t)(X >> 8);                                         \
         p -= nb;                                                           \
-        X >>= 8 * nb;                                                      \
-        uint32_t q = (uint32_t)(((uint64_t)X * e->rcp) >> e->shift);       \
-        X = (q << RANS_BITS) + (X - q * e->f) + e->c;                      \
+        X = enc_step(X >> (8 * nb), e);                                    \
     } while (0)
         for (; i >= 4 && p - lo >= 8; i -= 4) {
             STEP(x3, -1);
@@ -210,6 +215,13 @@ static long read_header(const uint8_t *src, size_t len, unsigned k, uint16_t fre
 #define D_FREQ(e) (((e) >> 20) + 1)
 _Static_assert(8 + 2 * RANS_BITS <= 32, "a decode entry holds symbol, bias and frequency");
 
+/* State v with the symbol of its decode entry e taken out (not yet
+** renormalised). */
+static inline uint32_t dec_step(uint32_t v, uint32_t e)
+{
+    return D_FREQ(e) * (v >> RANS_BITS) + D_BIAS(e);
+}
+
 int rans_decode(const uint8_t *src, size_t len, uint8_t *dst, size_t n)
 {
     uint16_t freq[256];
@@ -237,7 +249,7 @@ int rans_decode(const uint8_t *src, size_t len, uint8_t *dst, size_t n)
         uint32_t x0 = x[0], x1 = x[1], x2 = x[2], x3 = x[3];
 #define STEP(X, J) do {                                                    \
         uint32_t e = tab[X & (RANS_M - 1)];                                \
-        X = D_FREQ(e) * (X >> RANS_BITS) + D_BIAS(e);                      \
+        X = dec_step(X, e);                                                \
         dst[i + J] = D_SYM(e);                                             \
         uint32_t r1 = X < RANS_L, r2 = X < (RANS_L >> 8), nb = r1 + r2;    \
         uint32_t in2 = (uint32_t)p[0] << 8 | p[1];                         \
@@ -256,7 +268,7 @@ int rans_decode(const uint8_t *src, size_t len, uint8_t *dst, size_t n)
     }
     for (; i < n; i++) {
         uint32_t v = x[i & km], e = tab[v & (RANS_M - 1)];
-        v = D_FREQ(e) * (v >> RANS_BITS) + D_BIAS(e);
+        v = dec_step(v, e);
         while (v < RANS_L) {
             if (p == end) return -EIO;
             v = v << 8 | *p++;
