@@ -116,19 +116,6 @@ static size_t grouped_size(const uint8_t *b, size_t n, unsigned w)
     return tot;
 }
 
-static size_t grouped_file(const uint8_t *b, size_t len)
-{
-    struct fmt_tensor *t;
-    size_t nt = tensors_of(b, len, &t), tot = 0, at = 0;
-    for (size_t i = 0; i < nt; i++) {
-        if (t[i].off > at) tot += zstd_size(b + at, t[i].off - at, 1);
-        tot += grouped_size(b + t[i].off, t[i].len, t[i].width);
-        at = t[i].off + t[i].len;
-    }
-    if (len > at) tot += zstd_size(b + at, len - at, 1);
-    free(t);
-    return tot;
-}
 
 enum { CL_MODEL, CL_OPTIM, CL_OTHER, CL_N };
 static const char *class_name[CL_N] = {"model", "optimizer", "other"};
@@ -168,13 +155,15 @@ static size_t udelta_size(const uint8_t *cur, const uint8_t *prev, size_t n, uns
     return r;
 }
 
-/* The straightforward-delta baseline of a file b against its previous
-** version pb (NULL: none): tensors matched by name, length and width. */
-static size_t udelta_file(const uint8_t *b, size_t len, const uint8_t *pb, size_t plen)
+/* A file b in byte-grouped zstd -1: each tensor's planes, and the bytes
+** between tensors plain. With its previous version pb (NULL: none), the
+** straightforward-delta baseline: a tensor matched there by name, length
+** and width is coded as its delta (udelta_size). */
+static size_t planed_file(const uint8_t *b, size_t len, const uint8_t *pb, size_t plen)
 {
-    if (!pb) return grouped_file(b, len);
-    struct fmt_tensor *t, *pt;
-    size_t nt = tensors_of(b, len, &t), np = tensors_of(pb, plen, &pt), tot = 0, at = 0;
+    struct fmt_tensor *t, *pt = NULL;
+    size_t nt = tensors_of(b, len, &t), np = pb ? tensors_of(pb, plen, &pt) : 0;
+    size_t tot = 0, at = 0;
     for (size_t i = 0; i < nt; i++) {
         const struct fmt_tensor *m = NULL;
         for (size_t j = 0; !m && j < np; j++)
@@ -325,8 +314,8 @@ static void run_series(const char *series, struct sums *s)
                 if (!strcmp(pfiles[k], files[j])) pb = pbuf[k], pl = plen[k];
             int cl = class_of(files[j]);
             uint64_t v[5] = {len, ingest_file(st, nt, dino, files[j], b, len, &s->ingest_s),
-                             zstd_size(b, len, 3), grouped_file(b, len),
-                             udelta_file(b, len, pb, pl)};
+                             zstd_size(b, len, 3), planed_file(b, len, NULL, 0),
+                             planed_file(b, len, pb, pl)};
             for (int sc = 0; sc < (i ? SC_N : 1); sc++) {
                 s->written[sc][cl] += v[0], s->stored[sc][cl] += v[1];
                 s->zstd3[sc][cl] += v[2], s->grouped[sc][cl] += v[3];
