@@ -1023,8 +1023,7 @@ static void read_tensor(sqlite3_stmt *s, void *out)
     t->len = (uint64_t)sqlite3_column_int64(s, 1);
     t->dtype = (uint8_t)sqlite3_column_int64(s, 2);
     t->width = (uint8_t)sqlite3_column_int64(s, 3);
-    int k = copy_blob(s, 4, t->name, FSM_TNAME_MAX - 1);
-    t->name[k < 0 ? 0 : k] = 0;
+    copy_text(s, 4, t->name, FSM_TNAME_MAX);
 }
 
 int fsmeta_version_tensors(fsmeta *m, uint64_t ver, struct fsm_tensor **out, size_t *n)

@@ -53,8 +53,7 @@ static void read_version(sqlite3_stmt *s, void *out)
     v->uid = (uint32_t)sqlite3_column_int64(s, 8);
     v->gid = (uint32_t)sqlite3_column_int64(s, 9);
     v->state = (int)sqlite3_column_int64(s, 10);
-    int k = copy_blob(s, 11, v->policy, sizeof v->policy - 1);
-    v->policy[k < 0 ? 0 : k] = 0;
+    copy_text(s, 11, v->policy, sizeof v->policy);
     v->lossy = (int)sqlite3_column_int64(s, 12);
     v->err = sqlite3_column_double(s, 13);
 }
@@ -69,8 +68,7 @@ static void read_hentry(sqlite3_stmt *s, void *out)
     e->born = (uint64_t)sqlite3_column_int64(s, 4);
     int64_t died = sqlite3_column_int64(s, 5);
     e->died = died < 0 ? FSM_SEQ_NOW : (uint64_t)died;
-    int k = copy_blob(s, 6, e->name, sizeof e->name - 1);
-    e->name[k < 0 ? 0 : k] = 0;
+    copy_text(s, 6, e->name, sizeof e->name);
 }
 
 /* Where each_row sends rows: versions or history entries. */

@@ -141,6 +141,13 @@ static inline int copy_blob(sqlite3_stmt *s, int col, void *buf, size_t cap)
     return (int)n;
 }
 
+/* A BLOB column as a string in buf of size bytes: "" if it does not fit. */
+static inline void copy_text(sqlite3_stmt *s, int col, char *buf, size_t size)
+{
+    int k = copy_blob(s, col, buf, size - 1);
+    buf[k < 0 ? 0 : k] = 0;
+}
+
 /* The sequence number of the running write transaction; marks it used. */
 static inline int64_t cur_seq(fsmeta *m)
 {
