@@ -142,13 +142,10 @@ static int sniff_floats(const uint8_t *raw, size_t raw_len, uint8_t *dst, size_t
     return 0;
 }
 
-int codec_encode(const void *raw, size_t raw_len, void *dst, size_t cap, int level,
-                 const struct codec_hint *h, uint8_t *codec, size_t *stored_len,
-                 int *delta)
+/* Plain bytes: a sniffed float array, else zstd, else raw. */
+static int encode_plain(const void *raw, size_t raw_len, void *dst, size_t cap, int level,
+                        uint8_t *codec, size_t *stored_len)
 {
-    if (cap < codec_bound(raw_len)) return -EINVAL;
-    *delta = CODEC_BASE_NONE;
-    if (h && h->width) return encode_tensor(raw, raw_len, dst, cap, h, codec, stored_len, delta);
     if (sniff_floats(raw, raw_len, dst, cap, stored_len) == 0) {
         *codec = CODEC_TENSOR;
         return 0;
@@ -167,6 +164,45 @@ int codec_encode(const void *raw, size_t raw_len, void *dst, size_t cap, int lev
     *codec = CODEC_RAW;
     *stored_len = raw_len;
     return 0;
+}
+
+/* Plain bytes with a previous version (h->base): the smaller of their plain
+** coding and a tensor-codec delta against that version, of the element
+** type h guesses. Both are tried: a header that repeats is a delta of
+** almost nothing, one that moved codes better through zstd. */
+static int encode_plain_based(const void *raw, size_t raw_len, uint8_t *dst, size_t cap,
+                              int level, const struct codec_hint *h, uint8_t *codec,
+                              size_t *stored_len, int *delta)
+{
+    CK_TRY(encode_plain(raw, raw_len, dst, cap, level, codec, stored_len));
+    uint8_t *alt = malloc(cap), alt_codec;
+    if (!alt) return 0; /* the plain form stands */
+    struct codec_hint t = {h->width, h->is_float, h->base, h->base_hash, NULL, 0, 0, 0,
+                           h->no_group, 0};
+    size_t alt_len;
+    int alt_delta;
+    int rc = encode_tensor(raw, raw_len, alt, cap, &t, &alt_codec, &alt_len, &alt_delta);
+    if (rc == 0 && alt_delta == CODEC_BASE_SAME && alt_len < *stored_len) {
+        memcpy(dst, alt, alt_len);
+        *codec = alt_codec;
+        *stored_len = alt_len;
+        *delta = alt_delta;
+    }
+    free(alt);
+    return rc == -ENOMEM ? 0 : rc;
+}
+
+int codec_encode(const void *raw, size_t raw_len, void *dst, size_t cap, int level,
+                 const struct codec_hint *h, uint8_t *codec, size_t *stored_len,
+                 int *delta)
+{
+    if (cap < codec_bound(raw_len)) return -EINVAL;
+    *delta = CODEC_BASE_NONE;
+    if (h && h->width && h->plain && h->base)
+        return encode_plain_based(raw, raw_len, dst, cap, level, h, codec, stored_len, delta);
+    if (h && h->width && !h->plain)
+        return encode_tensor(raw, raw_len, dst, cap, h, codec, stored_len, delta);
+    return encode_plain(raw, raw_len, dst, cap, level, codec, stored_len);
 }
 
 int codec_needs_base(uint8_t codec, const void *src, size_t stored_len)

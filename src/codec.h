@@ -44,6 +44,9 @@ struct codec_hint {
     uint64_t narrow_hash;    /* its XXH3-64 */
     uint32_t narrow_off;
     int no_group;            /* never a grouped delta (tcodec.h): faster decode */
+    int plain;               /* no tensor's block: width is a guess; coded as
+                                plain bytes unless a delta against base is
+                                smaller */
 };
 
 enum { CODEC_BASE_NONE = 0, CODEC_BASE_SAME = 1, CODEC_BASE_NARROW = 2 };

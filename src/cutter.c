@@ -9,12 +9,21 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A tensor left in plain blocks: where it is and its element type. */
+struct span {
+    uint64_t off, len;
+    uint8_t width, is_float;
+};
+
 struct cutter {
     size_t bs;                 /* block size */
     int based;                 /* cutter_set_base was called */
     fmt_parser *fp;            /* NULL after running out of memory */
     struct fmt_tensor *q;      /* announced tensors not yet passed: q[qhead..qlen) */
     size_t qhead, qlen, qcap;
+    struct span *sq;           /* the same of the tensors too small to cut */
+    size_t sqhead, sqlen, sqcap;
+    struct fsm_tensor first;   /* cutter_first's record */
     struct extmap *bmap;       /* base version */
     struct fsm_tensor *bt;     /* its tensors, sorted by name */
     size_t nbt;
@@ -41,6 +50,7 @@ void cutter_free(struct cutter *c)
     if (!c) return;
     fmt_parser_free(c->fp);
     free(c->q);
+    free(c->sq);
     extmap_put(c->bmap);
     free(c->bt);
     free(c->used);
@@ -99,21 +109,36 @@ int cutter_has_base(const struct cutter *c)
     return c->based;
 }
 
+/* Room for one more entry of size sz at the end of queue *q, whose live
+** entries are [*head, *len): the passed ones are dropped first. */
+static int queue_room(void **q, size_t *head, size_t *len, size_t *cap, size_t sz)
+{
+    if (*head > 0 && *len == *cap) {
+        memmove(*q, (char *)*q + *head * sz, (*len - *head) * sz);
+        *len -= *head;
+        *head = 0;
+    }
+    if (*len < *cap) return 0;
+    size_t ncap = *cap ? 2 * *cap : 64;
+    void *nq = realloc(*q, ncap * sz);
+    if (!nq) return -ENOMEM;
+    *q = nq;
+    *cap = ncap;
+    return 0;
+}
+
+/* Queue an announced tensor: to be cut into blocks of its own, or, small,
+** for the element type of the plain blocks holding it. Without memory it is
+** forgotten, and cut (or typed) as plain bytes. */
 static void push(struct cutter *c, const struct fmt_tensor *t)
 {
-    if (c->qhead > 0 && c->qlen == c->qcap) {
-        memmove(c->q, c->q + c->qhead, (c->qlen - c->qhead) * sizeof *c->q);
-        c->qlen -= c->qhead;
-        c->qhead = 0;
+    if (t->len < CUTTER_MIN_TENSOR) {
+        if (queue_room((void **)&c->sq, &c->sqhead, &c->sqlen, &c->sqcap, sizeof *c->sq) == 0)
+            c->sq[c->sqlen++] = (struct span){t->off, t->len, t->width, t->is_float};
+        return;
     }
-    if (c->qlen == c->qcap) {
-        size_t cap = c->qcap ? 2 * c->qcap : 64;
-        struct fmt_tensor *q = realloc(c->q, cap * sizeof *q);
-        if (!q) return; /* the tensor is cut as plain bytes */
-        c->q = q;
-        c->qcap = cap;
-    }
-    c->q[c->qlen++] = *t;
+    if (queue_room((void **)&c->q, &c->qhead, &c->qlen, &c->qcap, sizeof *c->q) == 0)
+        c->q[c->qlen++] = *t;
 }
 
 void cutter_feed(struct cutter *c, const void *buf, size_t len)
@@ -125,8 +150,7 @@ void cutter_feed(struct cutter *c, const void *buf, size_t len)
         return;
     }
     struct fmt_tensor t;
-    while (fmt_next(c->fp, &t) == 1)
-        if (t.len >= CUTTER_MIN_TENSOR) push(c, &t);
+    while (fmt_next(c->fp, &t) == 1) push(c, &t);
 }
 
 /* The announced tensor that holds or follows start, dropping those before
@@ -154,6 +178,15 @@ uint64_t cutter_block_end(struct cutter *c, uint64_t start)
     return CK_MIN(end, t->off);
 }
 
+/* The metadata record of announced tensor t. */
+static void to_record(const struct fmt_tensor *t, struct fsm_tensor *u)
+{
+    *u = (struct fsm_tensor){.off = t->off, .len = t->len, .dtype = t->dtype,
+                             .width = t->width};
+    memcpy(u->name, t->name, sizeof u->name);
+    u->name[sizeof u->name - 1] = 0;
+}
+
 /* Record t among the tensors cut; returns the record, NULL without memory
 ** (only the next version's deltas suffer). */
 static const struct fsm_tensor *note_used(struct cutter *c, const struct fmt_tensor *t)
@@ -161,10 +194,7 @@ static const struct fsm_tensor *note_used(struct cutter *c, const struct fmt_ten
     if (c->nused && c->used[c->nused - 1].off == t->off) return &c->used[c->nused - 1];
     if (ck_grow((void **)&c->used, &c->ucap, c->nused, sizeof *c->used) < 0) return NULL;
     struct fsm_tensor *u = &c->used[c->nused++];
-    *u = (struct fsm_tensor){.off = t->off, .len = t->len, .dtype = t->dtype,
-                             .width = t->width};
-    memcpy(u->name, t->name, sizeof u->name);
-    u->name[sizeof u->name - 1] = 0;
+    to_record(t, u);
     return u;
 }
 
@@ -183,13 +213,11 @@ static const struct fsm_tensor *base_tensor(struct cutter *c, const struct fmt_t
     return c->bt_cur;
 }
 
-/* The chunk of the base version holding bytes rel.. of tensor t, len long. */
-static int find_base(struct cutter *c, const struct fmt_tensor *t, uint64_t rel, size_t len,
-                     struct fsm_chunk *out)
+/* The chunk of the base version holding its bytes [off, off + len); 0 if
+** no one chunk holds exactly those. */
+static int base_chunk(struct cutter *c, uint64_t off, size_t len, struct fsm_chunk *out)
 {
-    const struct fsm_tensor *b = base_tensor(c, t);
-    if (!b) return 0;
-    uint64_t off = b->off + rel;
+    if (!c->bmap) return 0;
     const struct fsm_extent *e = c->bmap->e;
     size_t lo = 0, hi = c->bmap->n;
     while (lo < hi) {
@@ -201,12 +229,48 @@ static int find_base(struct cutter *c, const struct fmt_tensor *t, uint64_t rel,
     return 1;
 }
 
+/* The chunk of the base version holding bytes rel.. of tensor t, len long. */
+static int find_base(struct cutter *c, const struct fmt_tensor *t, uint64_t rel, size_t len,
+                     struct fsm_chunk *out)
+{
+    const struct fsm_tensor *b = base_tensor(c, t);
+    return b && base_chunk(c, b->off + rel, len, out);
+}
+
+/* The element type of plain block [start, start + len): bytes, unless the
+** small tensors in it are floats of one width w >= 2, aligned to the block,
+** and fill half of it or more (a run of biases and norm weights). */
+static void plain_type(struct cutter *c, uint64_t start, size_t len, struct store_hint *h)
+{
+    while (c->sqhead < c->sqlen && c->sq[c->sqhead].off + c->sq[c->sqhead].len <= start)
+        c->sqhead++;
+    unsigned w = 0;
+    uint64_t cover = 0, end = start + len;
+    for (size_t i = c->sqhead; i < c->sqlen && c->sq[i].off < end; i++) {
+        const struct span *s = &c->sq[i];
+        uint64_t a = CK_MAX(s->off, start), b = CK_MIN(s->off + s->len, end);
+        if (!s->is_float || s->width < 2 || (w && s->width != w) || (a - start) % s->width) {
+            w = 0;
+            break;
+        }
+        w = s->width;
+        cover += b - a;
+    }
+    h->width = w && 2 * cover >= len ? w : 1;
+    h->is_float = h->width > 1;
+}
+
 const struct fsm_tensor *cutter_hint(struct cutter *c, uint64_t start, size_t len,
                                      struct store_hint *h)
 {
     memset(h, 0, sizeof *h);
     const struct fmt_tensor *t = current(c, start);
-    if (!t || t->off > start || start + len > t->off + t->len) return NULL;
+    if (!t || t->off > start || start + len > t->off + t->len) {
+        h->plain = 1;
+        plain_type(c, start, len, h);
+        h->has_base = base_chunk(c, start, len, &h->base);
+        return NULL;
+    }
     h->width = t->width;
     h->is_float = t->is_float;
     h->has_base = find_base(c, t, start - t->off, len, &h->base);
@@ -217,4 +281,12 @@ const struct fsm_tensor *cutter_tensors(const struct cutter *c, size_t *n)
 {
     *n = c->nused;
     return c->used;
+}
+
+const struct fsm_tensor *cutter_first(struct cutter *c)
+{
+    if (c->nused) return c->used;
+    if (c->qhead == c->qlen) return NULL;
+    to_record(&c->q[c->qhead], &c->first);
+    return &c->first;
 }

@@ -57,16 +57,25 @@ void cutter_feed(struct cutter *c, const void *buf, size_t len);
 ** Never more than start + the block size. */
 uint64_t cutter_block_end(struct cutter *c, uint64_t start);
 
-/* Describe block [start, start + len), as cut: its element type when it is
-** a tensor's, and the chunk holding the same block of the base version when
-** there is one. Records the tensor for cutter_tensors and returns that
-** record (NULL: no tensor's block, or no memory). Blocks are described in
-** file order: start is at or after any start given before. */
+/* Describe block [start, start + len), as cut: its element type, and the
+** chunk holding the same block of the base version when there is one.
+** For a tensor's block that is the same block of the same tensor; records
+** the tensor for cutter_tensors and returns that record (NULL: no memory).
+** For a plain block (h->plain; returns NULL) it is the base's chunk of the
+** same byte range, and the type is a guess from the small tensors in it
+** (else bytes, width 1): headers and pickles mostly repeat, and biases and
+** norm weights change as little as the big tensors. Blocks are described
+** in file order: start is at or after any start given before. */
 const struct fsm_tensor *cutter_hint(struct cutter *c, uint64_t start, size_t len,
                                      struct store_hint *h);
 
 /* Whether cutter_set_base was called (with or without a base found). */
 int cutter_has_base(const struct cutter *c);
+
+/* The first tensor cut, or else the first announced and not yet passed
+** (for finding a base before any tensor block is cut); NULL if none. Valid
+** until the next call. */
+const struct fsm_tensor *cutter_first(struct cutter *c);
 
 /* Tensors of the blocks cut so far, in file order. */
 const struct fsm_tensor *cutter_tensors(const struct cutter *c, size_t *n);

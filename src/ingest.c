@@ -137,8 +137,9 @@ static int tensors_of(struct store *st, uint64_t ino, struct fsm_tensor **t, siz
     return 0;
 }
 
-/* Find the base version of n's new body, once, when its first tensor block
-** is cut (most files written are no checkpoints and never pay for this):
+/* Find the base version of n's new body, once, at the first block cut
+** after the parser found a tensor (most files written are no checkpoints
+** and never pay for this; a safetensors header block gets its base):
 ** its own committed content when that has tensors (a file rewritten in
 ** place), else the latest file of its family (the same file in the
 ** previous checkpoint-N/ directory), else the latest file holding its first
@@ -151,13 +152,13 @@ static void find_base(struct store *st, struct node *n)
     const char *fam = cutter_family(n->cut);
     struct extmap *m = NULL;
     struct fsm_tensor *t = NULL;
-    size_t nt = 0, ncut;
-    const struct fsm_tensor *first = cutter_tensors(n->cut, &ncut);
+    size_t nt = 0;
+    const struct fsm_tensor *first = cutter_first(n->cut);
     uint64_t b;
     if (n->loaded && n->map->n && tensors_of(st, n->ino, &t, &nt)) {
         extmap_get(m = n->map);
     } else if (((fam && fsmeta_family_latest(st->meta, fam, n->ino, &b) == 0) ||
-                (ncut && fsmeta_layout_latest(st->meta, first, n->ino, &b) == 0)) &&
+                (first && fsmeta_layout_latest(st->meta, first, n->ino, &b) == 0)) &&
                tensors_of(st, b, &t, &nt) && load_map(st, b, &m) < 0) {
         free(t);
         t = NULL;
@@ -173,7 +174,7 @@ static void hint_for(struct store *st, struct node *n, const uint8_t *raw, uint6
     memset(h, 0, sizeof *h);
     if (!n->cut) return;
     const struct fsm_tensor *t = cutter_hint(n->cut, off, len, h);
-    if (h->width && !cutter_has_base(n->cut)) {
+    if (!cutter_has_base(n->cut) && cutter_first(n->cut)) {
         find_base(st, n);
         t = cutter_hint(n->cut, off, len, h);
     }

@@ -157,7 +157,7 @@ static uint8_t *base_for(struct store *st, const struct store_hint *h, const str
 {
     uint8_t *buf = NULL;
     if (b && h->width && b->id && b->depth < STORE_MAX_DEPTH &&
-        b->chain <= (uint64_t)STORE_MAX_CHAIN_X * len)
+        b->chain <= CK_MAX((uint64_t)STORE_MAX_CHAIN_X * len, (uint64_t)STORE_CHAIN_FLOOR))
         whole_block(st, b, &buf);
     return buf;
 }
@@ -203,7 +203,7 @@ int store_put_block(struct store *st, const void *raw, size_t len,
     struct codec_hint ch = {h ? h->width : 0, h ? h->is_float : 0, base,
                             base ? h->base.hash : 0, narrow,
                             narrow ? h->narrow.raw_len : 0, narrow ? h->narrow.hash : 0,
-                            h ? h->narrow_off : 0, st->o.no_group};
+                            h ? h->narrow_off : 0, st->o.no_group, h ? h->plain : 0};
     int rc = codec_encode(raw, len, dst, codec_bound(len), st->o.zstd_level,
                           ch.width ? &ch : NULL, &codec, &stored, &delta);
     free(base);

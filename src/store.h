@@ -71,6 +71,9 @@ int store_reopen_meta(struct store *st);
 struct store_hint {
     unsigned width;        /* bytes per element; 0: not a tensor */
     int is_float;
+    int plain;             /* no tensor's block: width is a guess, and the
+                              block is coded as plain bytes unless a delta
+                              against base is smaller */
     int has_base;          /* base below is set */
     struct fsm_chunk base;
     int has_narrow;        /* narrow and narrow_off below are set */
@@ -81,9 +84,12 @@ struct store_hint {
 /* Chains of deltas are bounded so a read never decodes more than
 ** STORE_MAX_DEPTH + 1 blocks nor reads more than about 3x the block size:
 ** a block is stored as a delta only when its base has depth below
-** STORE_MAX_DEPTH and a chain of at most STORE_MAX_CHAIN_X times its size. */
+** STORE_MAX_DEPTH and a chain of at most STORE_MAX_CHAIN_X times its size,
+** or of STORE_CHAIN_FLOOR bytes for a small block (a run of biases between
+** two big tensors), whose reads cost a record each more than their bytes. */
 #define STORE_MAX_DEPTH 8
 #define STORE_MAX_CHAIN_X 2
+#define STORE_CHAIN_FLOOR (64 << 10)
 
 /* Encode and append one block (h may be NULL); fills *c (id 0). Not
 ** durable until synced. */

@@ -103,7 +103,7 @@ START_TEST(test_wide)
     }
     raw[5] = NAN, raw[6] = INFINITY, raw[7] = -0.0f;
     for (size_t i = 0; i < cnt; i++) narrow[off + i] = ut_bf16f(raw[i]);
-    struct codec_hint h = {4, 1, (uint8_t *)prev, 0x77, (uint8_t *)narrow, 4 * cnt, 0x99, off, 0};
+    struct codec_hint h = {4, 1, (uint8_t *)prev, 0x77, (uint8_t *)narrow, 4 * cnt, 0x99, off, 0, 0};
     uint8_t codec;
     size_t stored;
     ck_assert_int_eq(codec_encode(raw, n, st, codec_bound(n), 1, &h, &codec, &stored, &dl), 0);
@@ -153,7 +153,7 @@ START_TEST(test_tensor_hint)
     for (size_t i = 0; i < n; i += 512) base[i] ^= 1; /* 1 element in 256 differs */
     uint8_t codec;
     size_t stored;
-    struct codec_hint h = {2, 1, NULL, 0, NULL, 0, 0, 0, 0};
+    struct codec_hint h = {2, 1, NULL, 0, NULL, 0, 0, 0, 0, 0};
     ck_assert_int_eq(codec_encode(raw, n, st, codec_bound(n), 1, &h, &codec, &stored, &dl), 0);
     ck_assert_uint_eq(codec, CODEC_TENSOR);
     ck_assert_int_eq(dl, 0);
@@ -178,6 +178,45 @@ START_TEST(test_tensor_hint)
 }
 END_TEST
 
+/* A plain block with a base (codec_hint.plain): the smaller of its plain
+** coding and a delta. JSON text that repeats but for a few bytes becomes a
+** small delta; against an unrelated base, it stays zstd; without a base
+** the hint changes nothing. */
+START_TEST(test_plain_based)
+{
+    size_t n = 6000, len[3];
+    char *raw = ut_xmalloc(n), *base = ut_xmalloc(n), *other = ut_xmalloc(n);
+    char *out = ut_xmalloc(n);
+    size_t k = 0;
+    for (int i = 0; k + 80 < n; i++)
+        k += (size_t)sprintf(raw + k, "\"layer.%d.weight\":{\"dtype\":\"BF16\",\"data_offsets\":[%d,%d]},",
+                             i, i * 4096, i * 4096 + 4096);
+    memset(raw + k, ' ', n - k);
+    memcpy(base, raw, n);
+    base[100] = 'X', base[3000] = 'Y';
+    ut_fill_random((uint8_t *)other, n, 9);
+    uint8_t *st = ut_xmalloc(codec_bound(n)), codec[3];
+    const char *bases[3] = {NULL, base, other};
+    for (int b = 0; b < 3; b++) {
+        struct codec_hint h = {1, 0, (const uint8_t *)bases[b], 0x42, NULL, 0, 0, 0, 0, 1};
+        ck_assert_int_eq(codec_encode(raw, n, st, codec_bound(n), 3, &h, &codec[b], &len[b], &dl),
+                         0);
+        ck_assert_int_eq(codec_needs_base(codec[b], st, len[b]), b == 1);
+        ck_assert_int_eq(dl, b == 1 ? CODEC_BASE_SAME : CODEC_BASE_NONE);
+        ck_assert_int_eq(codec_decode(codec[b], st, len[b], out, n, (const uint8_t *)bases[b],
+                                      0x42), 0);
+        ck_assert(memcmp(out, raw, n) == 0);
+    }
+    ck_assert_uint_eq(codec[0], CODEC_ZSTD);
+    ck_assert_uint_eq(codec[1], CODEC_TENSOR);
+    ck_assert_uint_eq(codec[2], CODEC_ZSTD);
+    ck_assert_uint_eq(len[2], len[0]);
+    ck_assert_uint_lt(len[1], 64);
+    ck_assert_uint_lt(len[1] * 8, len[0]);
+    free(raw), free(base), free(other), free(out), free(st);
+}
+END_TEST
+
 static const size_t sizes[] = {0, 1, 2, 3, 5, 7, 13, 63, 64, 65, 127, 255, 1000,
                                1023, 4095, 4097, 12345, 65535, 65537, 99991};
 
@@ -196,7 +235,7 @@ START_TEST(test_no_group)
     uint8_t *st = ut_xmalloc(codec_bound(n)), *out = ut_xmalloc(n);
     size_t len[2];
     for (int ng = 0; ng <= 1; ng++) {
-        struct codec_hint h = {2, 1, (uint8_t *)base, 0x55, NULL, 0, 0, 0, ng};
+        struct codec_hint h = {2, 1, (uint8_t *)base, 0x55, NULL, 0, 0, 0, ng, 0};
         uint8_t codec;
         int dl;
         ck_assert_int_eq(codec_encode(raw, n, st, codec_bound(n), 1, &h, &codec, &len[ng], &dl), 0);
@@ -509,6 +548,7 @@ int main(void)
     tcase_add_test(tc, test_levels);
     tcase_add_test(tc, test_tensor_hint);
     tcase_add_test(tc, test_no_group);
+    tcase_add_test(tc, test_plain_based);
     tcase_add_test(tc, test_sniff_floats);
     suite_add_tcase(s, tc);
     return ut_run(s);

@@ -81,7 +81,9 @@ START_TEST(test_cuts_and_bases)
         ck_assert_uint_eq(starts[2], data + BS);
         ck_assert_uint_eq(starts[4], data + 3 * BS);
         ck_assert_uint_eq(starts[5], data + na);
-        ck_assert_uint_eq(h[0].width, 0);
+        ck_assert(h[0].plain);
+        ck_assert_uint_eq(h[0].width, 1); /* the header: bytes */
+        ck_assert(!h[1].plain);
         ck_assert_uint_eq(h[1].width, 4);
         ck_assert(h[1].is_float);
         ck_assert_uint_eq(h[5].width, 2);
@@ -148,7 +150,7 @@ START_TEST(test_hint_alone)
     cutter_feed(c, f, len);
     struct store_hint h;
     ck_assert_ptr_null(cutter_hint(c, 0, data, &h));      /* the header */
-    ck_assert_uint_eq(h.width, 0);
+    ck_assert(h.plain);
     const struct fsm_tensor *r = cutter_hint(c, data + BS, BS, &h); /* a's second block */
     ck_assert_uint_eq(h.width, 4);
     ck_assert(h.is_float);
@@ -160,7 +162,7 @@ START_TEST(test_hint_alone)
     ck_assert_ptr_nonnull(r);
     ck_assert_str_eq(r->name, "b");
     ck_assert_ptr_null(cutter_hint(c, data + na + 2, nb - 2, &h)); /* not a block of b's cut */
-    ck_assert_uint_eq(h.width, 0);
+    ck_assert(h.plain);
     size_t nt;
     ck_assert_ptr_nonnull(cutter_tensors(c, &nt));
     ck_assert_uint_eq(nt, 2);
@@ -182,8 +184,68 @@ START_TEST(test_opaque)
     ck_assert_uint_eq(n, 6);
     for (size_t i = 0; i < n; i++) {
         ck_assert_uint_eq(starts[i], i * BS);
-        ck_assert_uint_eq(h[i].width, 0);
+        ck_assert(h[i].plain);
+        ck_assert_uint_eq(h[i].width, 1);
+        ck_assert(!h[i].has_base);
     }
+    cutter_free(c);
+    free(f);
+}
+END_TEST
+
+/* Plain blocks: the base's chunk of the same byte range, and an element
+** type from the small tensors in them. */
+START_TEST(test_plain)
+{
+    size_t len, data;
+    struct ut_tensor t[5] = {{"a", "F32", 4, BS}, {"n1", "BF16", 2, 512},
+                             {"n2", "BF16", 2, 1000}, {"b", "BF16", 2, BS},
+                             {"m", "F32", 4, 64}};
+    uint8_t *f = ut_safetensors(t, 5, &len, &data);
+    uint64_t run = data + BS, tail = run + 1512 + BS; /* n1 n2; then m */
+    struct fsm_extent ext[3] = {
+        {.file_off = 0, .c = {.id = 21, .raw_len = data}},
+        {.file_off = run, .c = {.id = 22, .raw_len = 1512}},
+        {.file_off = tail, .c = {.id = 23, .raw_len = 63}}, /* not m's length */
+    };
+    struct fsm_tensor *bt = ut_xmalloc(sizeof *bt);
+    bt[0] = (struct fsm_tensor){.off = data, .len = BS, .dtype = 10, .width = 4, .name = "a"};
+    struct cutter *c = cutter_new(BS);
+    cutter_set_base(c, extmap_new(ext, 3), bt, 1);
+    uint64_t starts[16];
+    struct store_hint h[16];
+    size_t n = cut_all(c, f, len, 100, starts, h);
+    ck_assert_uint_eq(n, 5); /* header, a, n1 n2, b, m */
+    ck_assert_uint_eq(starts[2], run);
+    ck_assert(h[0].plain && h[0].has_base);
+    ck_assert_uint_eq(h[0].base.id, 21);
+    ck_assert_uint_eq(h[0].width, 1);
+    ck_assert(h[2].plain && h[2].has_base);
+    ck_assert_uint_eq(h[2].base.id, 22);
+    ck_assert_uint_eq(h[2].width, 2); /* two bf16 norms */
+    ck_assert(h[2].is_float);
+    ck_assert(h[4].plain && !h[4].has_base);
+    ck_assert_uint_eq(h[4].width, 4);
+    cutter_free(c);
+
+    /* Mixed widths, or a block only partly of small tensors: bytes. */
+    c = cutter_new(BS);
+    cutter_feed(c, f, len);
+    cutter_hint(c, run - 4, 1516, &h[0]); /* the end of a, n1, n2: a's is no block */
+    ck_assert_uint_eq(h[0].width, 2);     /* 1512 of 1516 bytes are bf16, aligned */
+    cutter_hint(c, run + 1, 1000, &h[0]); /* misaligned */
+    ck_assert_uint_eq(h[0].width, 1);
+    cutter_hint(c, tail - 8, 72, &h[0]);  /* the end of b, all of m: m fills 64 of 72 */
+    ck_assert_uint_eq(h[0].width, 4);
+    cutter_free(c);
+    struct ut_tensor u[3] = {{"a", "F32", 4, BS}, {"n1", "BF16", 2, 512}, {"n2", "F32", 4, 512}};
+    free(f);
+    f = ut_safetensors(u, 3, &len, &data);
+    c = cutter_new(BS);
+    n = cut_all(c, f, len, 4096, starts, h);
+    ck_assert_uint_eq(n, 3);
+    ck_assert_uint_eq(h[2].width, 1); /* bf16 and fp32 */
+    ck_assert(!h[2].is_float);
     cutter_free(c);
     free(f);
 }
@@ -198,6 +260,7 @@ int main(void)
     tcase_add_test(tc, test_cuts_and_bases);
     tcase_add_test(tc, test_opaque);
     tcase_add_test(tc, test_hint_alone);
+    tcase_add_test(tc, test_plain);
     suite_add_tcase(s, tc);
     return ut_run(s);
 }

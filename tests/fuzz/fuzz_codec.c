@@ -64,7 +64,7 @@ static void wide_roundtrip(const uint8_t *d, const uint8_t *x, size_t len)
         memcpy(&f, x + 4 * i, 4);
         narrow[off + i] = bf16_of(f);
     }
-    struct codec_hint h = {4, 1, NULL, 0, (const uint8_t *)narrow, nlen, 0x1234, (uint32_t)off, 0};
+    struct codec_hint h = {4, 1, NULL, 0, (const uint8_t *)narrow, nlen, 0x1234, (uint32_t)off, 0, 0};
     uint8_t codec;
     size_t sl;
     int delta;
