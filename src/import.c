@@ -117,7 +117,37 @@ static int import_one(struct imp *im, int dirfd, const char *name, uint64_t pare
     return rc;
 }
 
-/* Import the entries of the directory open at dirfd (closed here). */
+static int by_version(const void *a, const void *b)
+{
+    return strverscmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The names in directory d but . and .., in version order (checkpoint-20
+** before checkpoint-100), into a malloc'd array of malloc'd strings. */
+static int sorted_names(DIR *d, char ***out, size_t *n)
+{
+    char **v = NULL;
+    size_t cap = 0, k = 0;
+    int rc = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        if ((rc = ck_grow((void **)&v, &cap, k, sizeof *v)) < 0) break;
+        if (!(v[k] = strdup(e->d_name))) {
+            rc = -ENOMEM;
+            break;
+        }
+        k++;
+    }
+    if (rc == 0 && k) qsort(v, k, sizeof *v, by_version);
+    *out = v;
+    *n = k;
+    return rc;
+}
+
+/* Import the entries of the directory open at dirfd (closed here) in
+** version order: a directory of checkpoint-N trees goes in in the order
+** they were trained, each the base of the next. */
 static int import_at(struct imp *im, int dirfd, uint64_t parent)
 {
     DIR *d = fdopendir(dirfd);
@@ -125,11 +155,12 @@ static int import_at(struct imp *im, int dirfd, uint64_t parent)
         close(dirfd);
         return -errno;
     }
-    int rc = 0;
-    struct dirent *e;
-    while (rc == 0 && (e = readdir(d)) != NULL)
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
-            rc = import_one(im, dirfd, e->d_name, parent);
+    char **names;
+    size_t n;
+    int rc = sorted_names(d, &names, &n);
+    for (size_t i = 0; rc == 0 && i < n; i++) rc = import_one(im, dirfd, names[i], parent);
+    for (size_t i = 0; i < n; i++) free(names[i]);
+    free(names);
     closedir(d);
     return rc;
 }

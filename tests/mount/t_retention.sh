@@ -470,3 +470,20 @@ diff -r --no-dereference "$src" "$MNT/imported" || fail "the imported tree diffe
     fail "import did not keep a directory's mtime"
 expect_status 4 "import into a mounted store" "$CKPTCTL" import "$STORE" "$src" /again
 umount_fs
+
+log "import goes in version order: checkpoint-9, -10, -100, each the next one's base"
+src=$T/import-run
+step=0
+for s in 9 10 100; do
+    mkdir -p "$src/checkpoint-$s"
+    mkmodel "$src/checkpoint-$s/model.safetensors" $((step += 1))
+    touch -d "2020-01-02 03:04:0$step" "$src/checkpoint-$s/model.safetensors"
+done
+"$CKPTCTL" import "$STORE" "$src" /run2 >/dev/null || fail "ckptctl import of a run failed"
+bases=$(for s in 10 100; do
+    "$CKPTCTL" log --json "$STORE" "/run2/checkpoint-$s/model.safetensors" |
+        python3 -c 'import json,sys; print(json.load(sys.stdin)["versions"][0]["base_seq"])'
+done | tr '\n' ' ')
+seqs=$(for s in 9 10; do seqs_of "/run2/checkpoint-$s/model.safetensors"; done | tr '\n' ' ')
+set -- $seqs
+[ "$bases" = "$1 $2 " ] || fail "checkpoint-10's and -100's bases are '$bases', want '$1 $2 '"
