@@ -64,8 +64,16 @@ static void lru_unlink(bcache *c, struct entry *e)
     e->prev = e->next = NULL;
 }
 
-static void lru_push(bcache *c, struct entry *e)
+/* Link e at the head (newest) or, cold, at the tail (first to go). */
+static void lru_push(bcache *c, struct entry *e, int cold)
 {
+    if (cold) {
+        e->prev = c->tail;
+        if (c->tail) c->tail->next = e;
+        c->tail = e;
+        if (!c->head) c->head = e;
+        return;
+    }
     e->next = c->head;
     if (c->head) c->head->prev = e;
     c->head = e;
@@ -81,7 +89,7 @@ static void evict(bcache *c, struct entry *e)
     free(e);
 }
 
-int bcache_get(bcache *c, uint64_t key, size_t off, size_t len, void *dst)
+static int get(bcache *c, uint64_t key, size_t off, size_t len, void *dst, int last)
 {
     pthread_mutex_lock(&c->mu);
     struct entry *e = *slot(c, key);
@@ -89,13 +97,23 @@ int bcache_get(bcache *c, uint64_t key, size_t off, size_t len, void *dst)
     if (hit) {
         memcpy(dst, (uint8_t *)e->buf + off, len);
         lru_unlink(c, e);
-        lru_push(c, e);
+        lru_push(c, e, last);
     }
     pthread_mutex_unlock(&c->mu);
     return hit;
 }
 
-void bcache_put(bcache *c, uint64_t key, void *buf, size_t len)
+int bcache_get(bcache *c, uint64_t key, size_t off, size_t len, void *dst)
+{
+    return get(c, key, off, len, dst, 0);
+}
+
+int bcache_get_last(bcache *c, uint64_t key, size_t off, size_t len, void *dst)
+{
+    return get(c, key, off, len, dst, 1);
+}
+
+static void put(bcache *c, uint64_t key, void *buf, size_t len, int cold)
 {
     struct entry *e = malloc(sizeof *e);
     if (!e || len > c->cap) {
@@ -111,7 +129,17 @@ void bcache_put(bcache *c, uint64_t key, void *buf, size_t len)
     p = slot(c, key);
     e->hnext = *p;
     *p = e;
-    lru_push(c, e);
+    lru_push(c, e, cold);
     c->used += len;
     pthread_mutex_unlock(&c->mu);
+}
+
+void bcache_put(bcache *c, uint64_t key, void *buf, size_t len)
+{
+    put(c, key, buf, len, 0);
+}
+
+void bcache_put_cold(bcache *c, uint64_t key, void *buf, size_t len)
+{
+    put(c, key, buf, len, 1);
 }

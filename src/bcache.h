@@ -5,6 +5,15 @@
 ** 1 MiB at a time), so a decoded block is kept for the next request instead
 ** of being read, hash-checked and decompressed again. The cache holds at most
 ** cap bytes of blocks; the least recently used go first.
+**
+** Writers use it for the bases of their deltas, which come round in a
+** cycle: each block of a checkpoint is the base of the same block of the
+** next one. Under plain LRU a checkpoint larger than the cache would evict
+** every base just before its use. So a base is marked as used for the last
+** time when its successor is encoded (that successor takes its place), and
+** a block whose base was not cached goes in as the first to go: the blocks
+** that are cached stay cached, and a cache of a fraction of a checkpoint
+** serves that fraction of its bases.
 */
 #ifndef CKPT_BCACHE_H
 #define CKPT_BCACHE_H
@@ -17,10 +26,15 @@ typedef struct bcache bcache;
 int bcache_create(size_t cap_bytes, bcache **out);
 void bcache_destroy(bcache *c);
 
-/* Copy [off, off+len) of the cached block `key` into dst; 1 if present, 0 if not. */
+/* Copy [off, off+len) of the cached block `key` into dst; 1 if present, 0
+** if not. It becomes the most recently used; with bcache_get_last, the
+** first to go. */
 int bcache_get(bcache *c, uint64_t key, size_t off, size_t len, void *dst);
-/* Insert a decoded block; the cache takes ownership of buf (malloc'd). */
+int bcache_get_last(bcache *c, uint64_t key, size_t off, size_t len, void *dst);
+/* Insert a decoded block; the cache takes ownership of buf (malloc'd). It
+** is the most recently used; with bcache_put_cold, the first to go. */
 void bcache_put(bcache *c, uint64_t key, void *buf, size_t len);
+void bcache_put_cold(bcache *c, uint64_t key, void *buf, size_t len);
 
 /* Key of the record at (pack, off). */
 static inline uint64_t bcache_key(uint32_t pack, uint64_t off)

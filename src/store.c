@@ -138,38 +138,44 @@ static uint8_t *scratch(size_t need)
 }
 
 /* The whole block of c, rebuilt through the cache, in a malloc'd buffer. */
-static int whole_block(struct store *st, const struct fsm_chunk *c, uint8_t **out)
-{
-    if (!(*out = malloc(c->raw_len ? c->raw_len : 1))) return -ENOMEM;
-    int rc = store_read_block(st, c, 0, c->raw_len, *out);
-    if (rc < 0) {
-        free(*out);
-        *out = NULL;
-    }
-    return rc;
-}
+static int load_block(struct store *st, const struct fsm_chunk *c, void *dst, int cold);
 
 /* The base block to encode against, when the chain bound allows one more
-** delta; NULL otherwise. An unreadable base only costs the delta (it was
+** delta; NULL otherwise. *hit: it was cached; with last, it is marked as
+** used for the last time (the block being encoded is its successor, which
+** takes its place: bcache.h). A base that was not cached is decoded
+** without caching it. An unreadable base only costs the delta (it was
 ** logged). */
 static uint8_t *base_for(struct store *st, const struct store_hint *h, const struct fsm_chunk *b,
-                         size_t len)
+                         size_t len, int last, int *hit)
 {
-    uint8_t *buf = NULL;
-    if (b && h->width && b->id && b->depth < STORE_MAX_DEPTH &&
-        b->chain <= CK_MAX((uint64_t)STORE_MAX_CHAIN_X * len, (uint64_t)STORE_CHAIN_FLOOR))
-        whole_block(st, b, &buf);
+    *hit = 0;
+    if (!b || !h->width || !b->id || b->depth >= STORE_MAX_DEPTH ||
+        b->chain > CK_MAX((uint64_t)STORE_MAX_CHAIN_X * len, (uint64_t)STORE_CHAIN_FLOOR))
+        return NULL;
+    uint8_t *buf = malloc(b->raw_len ? b->raw_len : 1);
+    if (!buf) return NULL;
+    uint64_t key = bcache_key(b->pack, b->off);
+    *hit = last ? bcache_get_last(st->cache, key, 0, b->raw_len, buf)
+                : bcache_get(st->cache, key, 0, b->raw_len, buf);
+    if (!*hit && load_block(st, b, buf, 1) < 0) {
+        free(buf);
+        buf = NULL;
+    }
     return buf;
 }
+
+/* What to do with a block just written, in the decoded block cache. */
+enum { KEEP_NONE, KEEP_HOT, KEEP_COLD };
 
 /* Append the record of a block encoded as stored[0..len) (codec id codec)
 ** whose raw bytes are raw[0..raw_len), a delta against base unless NULL;
 ** fill *c (id 0). A tensor block is the likely base of the next version's
-** block: with cache set, keep it decoded so that delta need not rebuild it
-** from the pack. */
+** block: keep (KEEP_*) it decoded so that delta need not rebuild it from
+** the pack. */
 static int append_block(struct store *st, uint8_t codec, const void *stored, size_t len,
                         const void *raw, size_t raw_len, const struct fsm_chunk *base,
-                        int cache, struct fsm_chunk *c)
+                        int keep, struct fsm_chunk *c)
 {
     struct pack_rec r = {.codec = codec, .raw_len = (uint32_t)raw_len,
                          .stored_len = (uint32_t)len, .hash = XXH3_64bits(raw, raw_len)};
@@ -181,10 +187,12 @@ static int append_block(struct store *st, uint8_t codec, const void *stored, siz
         c->chain = base->chain + len;
     }
     CK_TRY(pack_append(st->packs, &r, stored, &c->pack, &c->off));
-    uint8_t *copy = cache ? malloc(raw_len ? raw_len : 1) : NULL;
+    uint8_t *copy = keep != KEEP_NONE ? malloc(raw_len ? raw_len : 1) : NULL;
     if (copy) {
         memcpy(copy, raw, raw_len);
-        bcache_put(st->cache, bcache_key(c->pack, c->off), copy, raw_len);
+        (keep == KEEP_COLD ? bcache_put_cold : bcache_put)(st->cache,
+                                                           bcache_key(c->pack, c->off), copy,
+                                                           raw_len);
     }
     return 0;
 }
@@ -197,9 +205,9 @@ int store_put_block(struct store *st, const void *raw, size_t len,
     uint8_t codec;
     size_t stored;
     int delta;
-    int same = h && h->has_base && h->base.raw_len == len;
-    uint8_t *base = same ? base_for(st, h, &h->base, len) : NULL;
-    uint8_t *narrow = h && h->has_narrow ? base_for(st, h, &h->narrow, len) : NULL;
+    int same = h && h->has_base && h->base.raw_len == len, hit = 0, nhit;
+    uint8_t *base = same ? base_for(st, h, &h->base, len, 1, &hit) : NULL;
+    uint8_t *narrow = h && h->has_narrow ? base_for(st, h, &h->narrow, len, 0, &nhit) : NULL;
     struct codec_hint ch = {h ? h->width : 0, h ? h->is_float : 0, base,
                             base ? h->base.hash : 0, narrow,
                             narrow ? h->narrow.raw_len : 0, narrow ? h->narrow.hash : 0,
@@ -212,14 +220,19 @@ int store_put_block(struct store *st, const void *raw, size_t len,
     const struct fsm_chunk *b = delta == CODEC_BASE_SAME     ? &h->base
                                 : delta == CODEC_BASE_NARROW ? &h->narrow
                                                              : NULL;
-    return append_block(st, codec, dst, stored, raw, len, b, h && h->width, c);
+    /* Kept: tensor blocks, and plain ones of a checkpoint (with a base);
+    ** hot when they take the place of a cached base, else cold (bcache.h). */
+    int keep = !h || !h->width || (h->plain && !h->has_base) ? KEEP_NONE
+               : hit                                         ? KEEP_HOT
+                                                             : KEEP_COLD;
+    return append_block(st, codec, dst, stored, raw, len, b, keep, c);
 }
 
 int store_put_encoded(struct store *st, uint8_t codec, const void *stored, size_t len,
                       const void *raw, size_t raw_len, const struct fsm_chunk *base,
                       struct fsm_chunk *c)
 {
-    return append_block(st, codec, stored, len, raw, raw_len, base, 1, c);
+    return append_block(st, codec, stored, len, raw, raw_len, base, KEEP_HOT, c);
 }
 
 int store_space(struct store *st, uint64_t len)
@@ -229,22 +242,41 @@ int store_space(struct store *st, uint64_t len)
     return (uint64_t)sv.f_bavail * sv.f_frsize < len + st->o.reserve_bytes ? -ENOSPC : 0;
 }
 
-/* Decode a delta: rebuild its base first (through the cache). */
+static int fill_cache(struct store *st, const struct fsm_chunk *c, uint64_t key,
+                      size_t off, size_t len, void *dst, int cold);
+
+/* c's whole block into a malloc'd *out, through the cache (cold: bcache.h). */
+static int whole_block(struct store *st, const struct fsm_chunk *c, int cold, uint8_t **out)
+{
+    if (!(*out = malloc(c->raw_len ? c->raw_len : 1))) return -ENOMEM;
+    uint64_t key = bcache_key(c->pack, c->off);
+    int rc = bcache_get(st->cache, key, 0, c->raw_len, *out)
+                 ? 0
+                 : fill_cache(st, c, key, 0, c->raw_len, *out, cold);
+    if (rc < 0) {
+        free(*out);
+        *out = NULL;
+    }
+    return rc;
+}
+
+/* Decode a delta: rebuild its base first (through the cache; cold: the
+** chain of a writer's base, not worth keeping). */
 static int decode_delta(struct store *st, const struct fsm_chunk *c, const void *src,
-                        void *dst)
+                        void *dst, int cold)
 {
     struct fsm_chunk b;
     int rc = fsmeta_chunk_get(st->meta, c->base, &b);
     if (rc < 0) return rc == -ENOENT ? -EIO : rc; /* a lost base is corruption */
     uint8_t *base;
-    CK_TRY(whole_block(st, &b, &base));
+    CK_TRY(whole_block(st, &b, cold, &base));
     rc = codec_decode_based(c->codec, src, c->stored_len, dst, c->raw_len, base, b.raw_len,
                             b.hash);
     free(base);
     return rc;
 }
 
-static int load_block(struct store *st, const struct fsm_chunk *c, void *dst)
+static int load_block(struct store *st, const struct fsm_chunk *c, void *dst, int cold)
 {
     struct pack_rec r = {.codec = c->codec, .raw_len = c->raw_len,
                          .stored_len = c->stored_len, .hash = c->hash};
@@ -256,7 +288,7 @@ static int load_block(struct store *st, const struct fsm_chunk *c, void *dst)
         if (!tmp) return -ENOMEM;
         rc = pack_read(st->packs, c->pack, c->off, &r, tmp);
         if (rc == 0 && codec_needs_base(c->codec, tmp, c->stored_len))
-            rc = c->base ? decode_delta(st, c, tmp, dst) : -EIO;
+            rc = c->base ? decode_delta(st, c, tmp, dst, cold) : -EIO;
         else if (rc == 0)
             rc = codec_decode(c->codec, tmp, c->stored_len, dst, c->raw_len, NULL, 0);
         free(tmp);
@@ -270,23 +302,23 @@ static int load_block(struct store *st, const struct fsm_chunk *c, void *dst)
 
 int store_verify_block(struct store *st, const struct fsm_chunk *c, void *dst)
 {
-    return load_block(st, c, dst);
+    return load_block(st, c, dst, 0);
 }
 
-/* Decode c's block into the cache, first copying [off, off + len) of it to
-** dst unless dst is NULL. */
+/* Decode c's block into the cache (cold: as the first to go), first
+** copying [off, off + len) of it to dst unless dst is NULL. */
 static int fill_cache(struct store *st, const struct fsm_chunk *c, uint64_t key,
-                      size_t off, size_t len, void *dst)
+                      size_t off, size_t len, void *dst, int cold)
 {
     uint8_t *buf = malloc(c->raw_len ? c->raw_len : 1);
     if (!buf) return -ENOMEM;
-    int rc = load_block(st, c, buf);
+    int rc = load_block(st, c, buf, cold);
     if (rc < 0) {
         free(buf);
         return rc;
     }
     if (dst) memcpy(dst, buf + off, len);
-    bcache_put(st->cache, key, buf, c->raw_len);
+    (cold ? bcache_put_cold : bcache_put)(st->cache, key, buf, c->raw_len);
     return 0;
 }
 
@@ -295,7 +327,7 @@ int store_read_block(struct store *st, const struct fsm_chunk *c, size_t off,
 {
     uint64_t key = bcache_key(c->pack, c->off);
     if (bcache_get(st->cache, key, off, len, dst)) return 0;
-    return fill_cache(st, c, key, off, len, dst);
+    return fill_cache(st, c, key, off, len, dst, 0);
 }
 
 void store_prefetch_block(struct store *st, const struct fsm_chunk *c)
@@ -303,7 +335,7 @@ void store_prefetch_block(struct store *st, const struct fsm_chunk *c)
     uint8_t probe;
     uint64_t key = bcache_key(c->pack, c->off);
     if (c->raw_len && !bcache_get(st->cache, key, 0, 1, &probe))
-        fill_cache(st, c, key, 0, 0, NULL); /* a reader meets and reports errors */
+        fill_cache(st, c, key, 0, 0, NULL, 0); /* a reader meets and reports errors */
 }
 
 int store_sync_extents(struct store *st, const struct fsm_extent *ext, size_t n)

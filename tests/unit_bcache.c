@@ -1,0 +1,104 @@
+/*
+** unit_bcache.c: the decoded block cache (bcache.h): bounds, LRU order,
+** and the writer's policy for delta bases, which must keep serving a
+** fixed share of the bases when a checkpoint is larger than the cache.
+*/
+#include "../src/bcache.h"
+#include "unit_util.h"
+
+#define BLK 1000
+
+static void put_block(bcache *c, uint64_t key, int cold)
+{
+    uint8_t *b = ut_xmalloc(BLK);
+    memset(b, (int)(key & 0xFF), BLK);
+    (cold ? bcache_put_cold : bcache_put)(c, key, b, BLK);
+}
+
+static int has(bcache *c, uint64_t key)
+{
+    uint8_t probe[BLK];
+    int hit = bcache_get(c, key, 0, BLK, probe);
+    if (hit) ck_assert_uint_eq(probe[BLK - 1], key & 0xFF);
+    return hit;
+}
+
+START_TEST(test_bounds_and_ranges)
+{
+    bcache *c;
+    ck_assert_int_eq(bcache_create(3 * BLK, &c), 0);
+    for (uint64_t k = 1; k <= 4; k++) put_block(c, k, 0);
+    ck_assert(!has(c, 1)); /* the least recently used went */
+    ck_assert(has(c, 2) && has(c, 3) && has(c, 4));
+    uint8_t part[10];
+    ck_assert_int_eq(bcache_get(c, 3, BLK - 10, 10, part), 1);
+    ck_assert_int_eq(bcache_get(c, 3, BLK - 9, 10, part), 0); /* past its end */
+    put_block(c, 3, 0);                                      /* replaced, not doubled */
+    put_block(c, 5, 0);
+    ck_assert(!has(c, 2));
+    ck_assert(has(c, 3) && has(c, 4) && has(c, 5));
+    uint8_t *big = ut_xmalloc(4 * BLK);
+    bcache_put(c, 9, big, 4 * BLK); /* larger than the cache: dropped */
+    ck_assert(has(c, 3) && has(c, 4) && has(c, 5));
+    bcache_destroy(c);
+}
+END_TEST
+
+START_TEST(test_last_and_cold)
+{
+    bcache *c;
+    uint8_t probe[BLK];
+    ck_assert_int_eq(bcache_create(3 * BLK, &c), 0);
+    for (uint64_t k = 1; k <= 3; k++) put_block(c, k, 0);
+    ck_assert_int_eq(bcache_get_last(c, 3, 0, BLK, probe), 1); /* newest, now first to go */
+    put_block(c, 4, 0);
+    ck_assert(!has(c, 3));
+    ck_assert(has(c, 1) && has(c, 2) && has(c, 4));
+    put_block(c, 5, 1); /* cold: evicts the LRU (1), then is the first to go */
+    ck_assert(!has(c, 1));
+    put_block(c, 6, 1);
+    ck_assert(!has(c, 5));
+    ck_assert(has(c, 6)); /* a hit makes it the most recently used */
+    put_block(c, 7, 0);
+    ck_assert(!has(c, 2));
+    ck_assert(has(c, 4) && has(c, 6) && has(c, 7));
+    bcache_destroy(c);
+}
+END_TEST
+
+/* Versions of a file of N blocks written in turn, each block a delta
+** against the same block of the version before, as store_put_block uses
+** the cache: the base read with bcache_get_last when cached, the new block
+** put hot then, cold when its base was not cached. With room for C < N
+** blocks, plain LRU would miss every base; this serves C - 1 of N. */
+START_TEST(test_cyclic_bases)
+{
+    enum { N = 50, C = 20, VERSIONS = 6 };
+    bcache *c;
+    uint8_t probe[BLK];
+    ck_assert_int_eq(bcache_create(C * BLK, &c), 0);
+    for (uint64_t b = 0; b < N; b++) put_block(c, b, 1);
+    for (uint64_t v = 1; v < VERSIONS; v++) {
+        int hits = 0;
+        for (uint64_t b = 0; b < N; b++) {
+            int hit = bcache_get_last(c, (v - 1) * N + b, 0, BLK, probe);
+            hits += hit;
+            put_block(c, v * N + b, !hit);
+        }
+        ck_assert_int_ge(hits, C - 1);
+    }
+    bcache_destroy(c);
+}
+END_TEST
+
+int main(void)
+{
+    ut_root_init("bcache");
+    Suite *s = suite_create("bcache");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, test_bounds_and_ranges);
+    tcase_add_test(tc, test_last_and_cold);
+    tcase_add_test(tc, test_cyclic_bases);
+    suite_add_tcase(s, tc);
+    return ut_run(s);
+}
