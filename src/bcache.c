@@ -89,13 +89,15 @@ static void evict(bcache *c, struct entry *e)
     free(e);
 }
 
+/* Look key up; when it holds [off, off + len), copy that to dst (unless
+** NULL) and move it to the head, or with last to the tail. */
 static int get(bcache *c, uint64_t key, size_t off, size_t len, void *dst, int last)
 {
     pthread_mutex_lock(&c->mu);
     struct entry *e = *slot(c, key);
     int hit = e != NULL && off + len <= e->len;
     if (hit) {
-        memcpy(dst, (uint8_t *)e->buf + off, len);
+        if (dst) memcpy(dst, (uint8_t *)e->buf + off, len);
         lru_unlink(c, e);
         lru_push(c, e, last);
     }
@@ -113,7 +115,12 @@ int bcache_get_last(bcache *c, uint64_t key, size_t off, size_t len, void *dst)
     return get(c, key, off, len, dst, 1);
 }
 
-static void put(bcache *c, uint64_t key, void *buf, size_t len, int cold)
+int bcache_mark_last(bcache *c, uint64_t key)
+{
+    return get(c, key, 0, 0, NULL, 1);
+}
+
+void bcache_put(bcache *c, uint64_t key, void *buf, size_t len, int cold)
 {
     struct entry *e = malloc(sizeof *e);
     if (!e || len > c->cap) {
@@ -132,14 +139,4 @@ static void put(bcache *c, uint64_t key, void *buf, size_t len, int cold)
     lru_push(c, e, cold);
     c->used += len;
     pthread_mutex_unlock(&c->mu);
-}
-
-void bcache_put(bcache *c, uint64_t key, void *buf, size_t len)
-{
-    put(c, key, buf, len, 0);
-}
-
-void bcache_put_cold(bcache *c, uint64_t key, void *buf, size_t len)
-{
-    put(c, key, buf, len, 1);
 }

@@ -31,10 +31,13 @@ void bcache_destroy(bcache *c);
 ** first to go. */
 int bcache_get(bcache *c, uint64_t key, size_t off, size_t len, void *dst);
 int bcache_get_last(bcache *c, uint64_t key, size_t off, size_t len, void *dst);
+/* Make block `key` the first to go, unread (a base not used because its
+** chain is full: the keyframe written instead takes its place); 1 if it
+** was cached. */
+int bcache_mark_last(bcache *c, uint64_t key);
 /* Insert a decoded block; the cache takes ownership of buf (malloc'd). It
-** is the most recently used; with bcache_put_cold, the first to go. */
-void bcache_put(bcache *c, uint64_t key, void *buf, size_t len);
-void bcache_put_cold(bcache *c, uint64_t key, void *buf, size_t len);
+** is the most recently used, or with cold the first to go. */
+void bcache_put(bcache *c, uint64_t key, void *buf, size_t len, int cold);
 
 /* Key of the record at (pack, off). */
 static inline uint64_t bcache_key(uint32_t pack, uint64_t off)

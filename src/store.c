@@ -139,29 +139,50 @@ static uint8_t *scratch(size_t need)
 
 /* The whole block of c, rebuilt through the cache, in a malloc'd buffer. */
 static int load_block(struct store *st, const struct fsm_chunk *c, void *dst, int cold);
+static int fill_cache(struct store *st, const struct fsm_chunk *c, uint64_t key,
+                      size_t off, size_t len, void *dst, int cold);
 
-/* The base block to encode against, when the chain bound allows one more
-** delta; NULL otherwise. *hit: it was cached; with last, it is marked as
-** used for the last time (the block being encoded is its successor, which
-** takes its place: bcache.h). A base that was not cached is decoded
-** without caching it. An unreadable base only costs the delta (it was
+/* How block_copy uses the cache (bcache.h): a reader's block (hot), a block
+** of a writer's base chain (cold), a writer's base (its last use). */
+enum { GET_HOT, GET_COLD, GET_LAST };
+
+/* c's whole block into a malloc'd *out: from the cache, else decoded and
+** cached (GET_LAST: not cached, its successor is about to be). *hit: it
+** was cached. */
+static int block_copy(struct store *st, const struct fsm_chunk *c, int how, uint8_t **out,
+                      int *hit)
+{
+    if (!(*out = malloc(c->raw_len ? c->raw_len : 1))) return -ENOMEM;
+    uint64_t key = bcache_key(c->pack, c->off);
+    *hit = how == GET_LAST ? bcache_get_last(st->cache, key, 0, c->raw_len, *out)
+                           : bcache_get(st->cache, key, 0, c->raw_len, *out);
+    int rc = *hit            ? 0
+             : how == GET_LAST ? load_block(st, c, *out, 1)
+                               : fill_cache(st, c, key, 0, c->raw_len, *out, how == GET_COLD);
+    if (rc < 0) {
+        free(*out);
+        *out = NULL;
+    }
+    return rc;
+}
+
+/* The base block to encode against (read as `how`), when the chain bound
+** allows one more delta; NULL otherwise. *hit: it was cached. A base whose
+** chain is full is marked as the first to go: the keyframe written instead
+** takes its place. An unreadable base only costs the delta (it was
 ** logged). */
 static uint8_t *base_for(struct store *st, const struct store_hint *h, const struct fsm_chunk *b,
-                         size_t len, int last, int *hit)
+                         size_t len, int how, int *hit)
 {
     *hit = 0;
-    if (!b || !h->width || !b->id || b->depth >= STORE_MAX_DEPTH ||
-        b->chain > CK_MAX((uint64_t)STORE_MAX_CHAIN_X * len, (uint64_t)STORE_CHAIN_FLOOR))
+    if (!b || !h->width || !b->id) return NULL;
+    if (b->depth >= STORE_MAX_DEPTH ||
+        b->chain > CK_MAX((uint64_t)STORE_MAX_CHAIN_X * len, (uint64_t)STORE_CHAIN_FLOOR)) {
+        if (how == GET_LAST) *hit = bcache_mark_last(st->cache, bcache_key(b->pack, b->off));
         return NULL;
-    uint8_t *buf = malloc(b->raw_len ? b->raw_len : 1);
-    if (!buf) return NULL;
-    uint64_t key = bcache_key(b->pack, b->off);
-    *hit = last ? bcache_get_last(st->cache, key, 0, b->raw_len, buf)
-                : bcache_get(st->cache, key, 0, b->raw_len, buf);
-    if (!*hit && load_block(st, b, buf, 1) < 0) {
-        free(buf);
-        buf = NULL;
     }
+    uint8_t *buf;
+    block_copy(st, b, how, &buf, hit);
     return buf;
 }
 
@@ -190,9 +211,7 @@ static int append_block(struct store *st, uint8_t codec, const void *stored, siz
     uint8_t *copy = keep != KEEP_NONE ? malloc(raw_len ? raw_len : 1) : NULL;
     if (copy) {
         memcpy(copy, raw, raw_len);
-        (keep == KEEP_COLD ? bcache_put_cold : bcache_put)(st->cache,
-                                                           bcache_key(c->pack, c->off), copy,
-                                                           raw_len);
+        bcache_put(st->cache, bcache_key(c->pack, c->off), copy, raw_len, keep == KEEP_COLD);
     }
     return 0;
 }
@@ -206,8 +225,9 @@ int store_put_block(struct store *st, const void *raw, size_t len,
     size_t stored;
     int delta;
     int same = h && h->has_base && h->base.raw_len == len, hit = 0, nhit;
-    uint8_t *base = same ? base_for(st, h, &h->base, len, 1, &hit) : NULL;
-    uint8_t *narrow = h && h->has_narrow ? base_for(st, h, &h->narrow, len, 0, &nhit) : NULL;
+    uint8_t *base = same ? base_for(st, h, &h->base, len, GET_LAST, &hit) : NULL;
+    /* A model block serves the masters of two blocks of fp32: cached. */
+    uint8_t *narrow = h && h->has_narrow ? base_for(st, h, &h->narrow, len, GET_HOT, &nhit) : NULL;
     struct codec_hint ch = {h ? h->width : 0, h ? h->is_float : 0, base,
                             base ? h->base.hash : 0, narrow,
                             narrow ? h->narrow.raw_len : 0, narrow ? h->narrow.hash : 0,
@@ -242,24 +262,6 @@ int store_space(struct store *st, uint64_t len)
     return (uint64_t)sv.f_bavail * sv.f_frsize < len + st->o.reserve_bytes ? -ENOSPC : 0;
 }
 
-static int fill_cache(struct store *st, const struct fsm_chunk *c, uint64_t key,
-                      size_t off, size_t len, void *dst, int cold);
-
-/* c's whole block into a malloc'd *out, through the cache (cold: bcache.h). */
-static int whole_block(struct store *st, const struct fsm_chunk *c, int cold, uint8_t **out)
-{
-    if (!(*out = malloc(c->raw_len ? c->raw_len : 1))) return -ENOMEM;
-    uint64_t key = bcache_key(c->pack, c->off);
-    int rc = bcache_get(st->cache, key, 0, c->raw_len, *out)
-                 ? 0
-                 : fill_cache(st, c, key, 0, c->raw_len, *out, cold);
-    if (rc < 0) {
-        free(*out);
-        *out = NULL;
-    }
-    return rc;
-}
-
 /* Decode a delta: rebuild its base first (through the cache; cold: the
 ** chain of a writer's base, not worth keeping). */
 static int decode_delta(struct store *st, const struct fsm_chunk *c, const void *src,
@@ -269,7 +271,8 @@ static int decode_delta(struct store *st, const struct fsm_chunk *c, const void 
     int rc = fsmeta_chunk_get(st->meta, c->base, &b);
     if (rc < 0) return rc == -ENOENT ? -EIO : rc; /* a lost base is corruption */
     uint8_t *base;
-    CK_TRY(whole_block(st, &b, cold, &base));
+    int hit;
+    CK_TRY(block_copy(st, &b, cold ? GET_COLD : GET_HOT, &base, &hit));
     rc = codec_decode_based(c->codec, src, c->stored_len, dst, c->raw_len, base, b.raw_len,
                             b.hash);
     free(base);
@@ -318,7 +321,7 @@ static int fill_cache(struct store *st, const struct fsm_chunk *c, uint64_t key,
         return rc;
     }
     if (dst) memcpy(dst, buf + off, len);
-    (cold ? bcache_put_cold : bcache_put)(st->cache, key, buf, c->raw_len);
+    bcache_put(st->cache, key, buf, c->raw_len, cold);
     return 0;
 }
 

@@ -12,7 +12,7 @@ static void put_block(bcache *c, uint64_t key, int cold)
 {
     uint8_t *b = ut_xmalloc(BLK);
     memset(b, (int)(key & 0xFF), BLK);
-    (cold ? bcache_put_cold : bcache_put)(c, key, b, BLK);
+    bcache_put(c, key, b, BLK, cold);
 }
 
 static int has(bcache *c, uint64_t key)
@@ -38,7 +38,7 @@ START_TEST(test_bounds_and_ranges)
     ck_assert(!has(c, 2));
     ck_assert(has(c, 3) && has(c, 4) && has(c, 5));
     uint8_t *big = ut_xmalloc(4 * BLK);
-    bcache_put(c, 9, big, 4 * BLK); /* larger than the cache: dropped */
+    bcache_put(c, 9, big, 4 * BLK, 0); /* larger than the cache: dropped */
     ck_assert(has(c, 3) && has(c, 4) && has(c, 5));
     bcache_destroy(c);
 }
@@ -69,11 +69,13 @@ END_TEST
 /* Versions of a file of N blocks written in turn, each block a delta
 ** against the same block of the version before, as store_put_block uses
 ** the cache: the base read with bcache_get_last when cached, the new block
-** put hot then, cold when its base was not cached. With room for C < N
-** blocks, plain LRU would miss every base; this serves C - 1 of N. */
+** put hot then, cold when its base was not cached; every KEY versions the
+** chain is full and a keyframe is written instead, its base only marked
+** (bcache_mark_last). With room for C < N blocks, plain LRU would miss
+** every base; this serves C - 1 of N, keyframes or not. */
 START_TEST(test_cyclic_bases)
 {
-    enum { N = 50, C = 20, VERSIONS = 6 };
+    enum { N = 50, C = 20, VERSIONS = 20, KEY = 4 };
     bcache *c;
     uint8_t probe[BLK];
     ck_assert_int_eq(bcache_create(C * BLK, &c), 0);
@@ -81,7 +83,8 @@ START_TEST(test_cyclic_bases)
     for (uint64_t v = 1; v < VERSIONS; v++) {
         int hits = 0;
         for (uint64_t b = 0; b < N; b++) {
-            int hit = bcache_get_last(c, (v - 1) * N + b, 0, BLK, probe);
+            uint64_t old = (v - 1) * N + b;
+            int hit = v % KEY ? bcache_get_last(c, old, 0, BLK, probe) : bcache_mark_last(c, old);
             hits += hit;
             put_block(c, v * N + b, !hit);
         }
