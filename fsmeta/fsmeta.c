@@ -63,12 +63,12 @@ const char *const fsm_core_sql[S_COUNT] = {
     [S_TLIST] = "SELECT off,len,dtype,width,name FROM tensor WHERE ver=?1 ORDER BY off",
     [S_FAMILY] = "SELECT ino FROM inode WHERE family=?1 AND ino<>?2 AND nlink>0 "
                  "AND EXISTS (SELECT 1 FROM tensor t WHERE t.ver=inode.ver) "
-                 "ORDER BY mtime DESC LIMIT 1",
+                 "ORDER BY mtime DESC, ino DESC LIMIT 1",
     /* tensor_name, then primary keys: no scan of inodes. */
     [S_LAYOUT] = "SELECT i.ino FROM tensor t JOIN version v ON v.id=t.ver "
                  "JOIN inode i ON i.ino=v.ino AND i.ver=v.id WHERE t.name=?1 "
                  "AND t.dtype=?2 AND t.len=?3 AND i.ino<>?4 AND i.nlink>0 "
-                 "ORDER BY i.mtime DESC LIMIT 1",
+                 "ORDER BY i.mtime DESC, i.ino DESC LIMIT 1",
     [S_SETFAMILY] = "UPDATE inode SET family=?2 WHERE ino=?1",
     [S_VERFAMILY] = "UPDATE version SET family=?2,policy=?3,lossy=?4 WHERE id=?1",
     [S_CURVER] = "SELECT ver FROM inode WHERE ino=?1",

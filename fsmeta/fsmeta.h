@@ -169,11 +169,13 @@ int fsmeta_set_tensors(fsmeta *m, uint64_t ino, const char *family, const char *
 int fsmeta_tensors(fsmeta *m, uint64_t ino, struct fsm_tensor **out, size_t *n);
 int fsmeta_version_tensors(fsmeta *m, uint64_t ver, struct fsm_tensor **out, size_t *n);
 /* The most recently modified other live file of the family that has
-** tensors; -ENOENT if none. */
+** tensors (on a tie of mtimes, as ckptctl import may copy, the one made
+** last); -ENOENT if none. */
 int fsmeta_family_latest(fsmeta *m, const char *family, uint64_t not_ino, uint64_t *ino);
-/* The most recently modified other live file whose content has tensor t
-** (same name, dtype and length): a copy of the same model elsewhere, such
-** as the pretrained model a fine-tuning run started from. -ENOENT if none. */
+/* The most recently modified (then made) other live file whose content
+** has tensor t (same name, dtype and length): a copy of the same model
+** elsewhere, such as the pretrained model a fine-tuning run started from.
+** -ENOENT if none. */
 int fsmeta_layout_latest(fsmeta *m, const struct fsm_tensor *t, uint64_t not_ino,
                          uint64_t *ino);
 /* A path of ino from the root ("/a/b"), for family keys. */
