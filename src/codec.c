@@ -177,8 +177,9 @@ static int encode_plain_based(const void *raw, size_t raw_len, uint8_t *dst, siz
     CK_TRY(encode_plain(raw, raw_len, dst, cap, level, codec, stored_len));
     uint8_t *alt = malloc(cap), alt_codec;
     if (!alt) return 0; /* the plain form stands */
-    struct codec_hint t = {h->width, h->is_float, h->base, h->base_hash, NULL, 0, 0, 0,
-                           h->no_group, 0};
+    struct codec_hint t = *h;
+    t.narrow = NULL;
+    t.plain = 0;
     size_t alt_len;
     int alt_delta;
     int rc = encode_tensor(raw, raw_len, alt, cap, &t, &alt_codec, &alt_len, &alt_delta);

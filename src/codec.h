@@ -8,7 +8,9 @@
 **   CODEC_TENSOR (2)  a tensor block (tcodec.h), possibly a delta against
 **                     a base block: the same block of the previous version;
 **                     also plain bytes that sample as a float array (fp32,
-**                     or 16-bit floats), coded standalone
+**                     or 16-bit floats), coded standalone, and plain bytes
+**                     between a checkpoint's tensors coded as a delta
+**                     against the same bytes of the previous version
 **   CODEC_LOSSY  (3)  a tensor block re-encoded under a lossy policy
 **                     (lossy.h), possibly a residual against its base
 **   CODEC_WIDE   (4)  a block of fp32 values coded against the bf16 values

@@ -249,7 +249,8 @@ static void plain_type(struct cutter *c, uint64_t start, size_t len, struct stor
     for (size_t i = c->sqhead; i < c->sqlen && c->sq[i].off < end; i++) {
         const struct span *s = &c->sq[i];
         uint64_t a = CK_MAX(s->off, start), b = CK_MIN(s->off + s->len, end);
-        if (!s->is_float || s->width < 2 || (w && s->width != w) || (a - start) % s->width) {
+        /* Widths are powers of two: the wrapped difference keeps the residue. */
+        if (!s->is_float || s->width < 2 || (w && s->width != w) || (s->off - start) % s->width) {
             w = 0;
             break;
         }

@@ -226,6 +226,26 @@ for f in json.load(sys.stdin)["per_file"]:
 sys.exit("no such file in the stats: " + sys.argv[1])' "$1"
 }
 
+# json_field JSON NAME: a numeric field of ckptctl's JSON output.
+json_field()
+{
+    local v
+    v=$(grep -o "\"$2\": [0-9-]*" <<<"$1" | head -n 1 | cut -d' ' -f2) || true
+    [ -n "$v" ] || fail "no field $2 in: $1"
+    echo "$v"
+}
+
+# store_clean WHEN: ckptctl fsck and verify (store unmounted) exit 0 and
+# report no problem.
+store_clean()
+{
+    expect_status 0 "$1: ckptctl fsck" "$CKPTCTL" fsck --json "$STORE"
+    [ "$(json_field "$OUT" found)" -eq 0 ] || fail "$1: ckptctl fsck found problems: $OUT"
+    expect_status 0 "$1: ckptctl verify" "$CKPTCTL" verify --json "$STORE"
+    [ "$(json_field "$OUT" bad)" -eq 0 ] || fail "$1: ckptctl verify found bad blocks: $OUT"
+    [ "$(json_field "$OUT" blocks)" -gt 0 ] || fail "$1: ckptctl verify checked no block: $OUT"
+}
+
 # drop_caches: write back, then drop the kernel page cache (cold reads).
 drop_caches()
 {

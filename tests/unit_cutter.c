@@ -233,7 +233,9 @@ START_TEST(test_plain)
     cutter_feed(c, f, len);
     cutter_hint(c, run - 4, 1516, &h[0]); /* the end of a, n1, n2: a's is no block */
     ck_assert_uint_eq(h[0].width, 2);     /* 1512 of 1516 bytes are bf16, aligned */
-    cutter_hint(c, run + 1, 1000, &h[0]); /* misaligned */
+    cutter_hint(c, run + 1, 500, &h[0]);  /* inside n1, misaligned */
+    ck_assert_uint_eq(h[0].width, 1);
+    cutter_hint(c, run + 1, 1000, &h[0]); /* n1 and n2, misaligned */
     ck_assert_uint_eq(h[0].width, 1);
     cutter_hint(c, tail - 8, 72, &h[0]);  /* the end of b, all of m: m fills 64 of 72 */
     ck_assert_uint_eq(h[0].width, 4);

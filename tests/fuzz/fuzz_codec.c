@@ -9,7 +9,10 @@
 ** as a base) encodes, unless refused (-E2BIG, -EINVAL), to a form that
 ** decodes to exactly the reconstruction the encoder reported; (2) CODEC_WIDE
 ** round trip: the input as fp32 values encodes against a bf16 base that
-** holds their rounding, and decodes back exactly; (3) robustness: the input
+** holds their rounding, and decodes back exactly; (3) plain bytes with a
+** base (codec_hint.plain): the input, against itself shifted and with a
+** few bytes changed, under the element type byte 0 names, encodes to
+** plain or delta form and decodes back exactly; (4) robustness: the input
 ** as a stored form of every codec id, against a base whose hash is the one
 ** the input names, decodes to 0 or an error, without touching memory
 ** outside the buffers (ASan).
@@ -75,6 +78,24 @@ static void wide_roundtrip(const uint8_t *d, const uint8_t *x, size_t len)
     free(narrow), free(st), free(out);
 }
 
+static void plain_roundtrip(const uint8_t *d, const uint8_t *x, size_t len)
+{
+    static const unsigned widths[] = {1, 2, 4, 8};
+    uint8_t *base = malloc(len + 1), *st = malloc(codec_bound(len)), *out = malloc(len + 1);
+    for (size_t i = 0; i < len; i++) base[i] = x[(i + d[2] % 4) % len];
+    for (size_t i = 0; i < len; i += 97) base[i] ^= d[1];
+    struct codec_hint h = {.width = widths[d[0] & 3], .is_float = d[0] >> 2 & 1, .base = base,
+                           .base_hash = 0x77, .plain = 1};
+    uint8_t codec;
+    size_t sl;
+    int delta;
+    REQUIRE(codec_encode(x, len, st, codec_bound(len), 1, &h, &codec, &sl, &delta) == 0);
+    REQUIRE(delta == CODEC_BASE_NONE || delta == CODEC_BASE_SAME);
+    REQUIRE(codec_decode(codec, st, sl, out, len, delta ? base : NULL, 0x77) == 0);
+    REQUIRE(memcmp(out, x, len) == 0);
+    free(base), free(st), free(out);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n)
 {
     if (n < 4) return 0;
@@ -82,6 +103,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n)
     size_t len = n - 3;
     lossy_roundtrip(d, x, len);
     wide_roundtrip(d, x, len);
+    plain_roundtrip(d, x, len);
     /* The input as a stored form of every codec, raw length from byte 1. */
     size_t outn = (size_t)d[1] * 16 + (len & 15);
     uint8_t *out = malloc(outn + 1), *base = calloc(outn + 1024, 1);

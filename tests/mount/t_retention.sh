@@ -77,15 +77,6 @@ seqs_of()
     grep -o '"seq": [0-9]*' <<<"$out" | cut -d' ' -f2 || true
 }
 
-# json_field JSON NAME: a numeric field of ckptctl's JSON output.
-json_field()
-{
-    local v
-    v=$(grep -o "\"$2\": [0-9-]*" <<<"$1" | head -n 1 | cut -d' ' -f2) || true
-    [ -n "$v" ] || fail "no field $2 in: $1"
-    echo "$v"
-}
-
 # REFOF[PATH@SEQ]: the reference copy of the version committed by change SEQ.
 declare -A REFOF
 
@@ -138,16 +129,6 @@ view_exact()
         cmp -s "$d"/"$(printf 'v%08d' "$s")"-* "${REFOF[$path@$s]}" ||
             fail "$d/$(printf 'v%08d' "$s")-* is not the version written (${REFOF[$path@$s]})"
     done
-}
-
-# store_clean: fsck and verify exit 0 and report no problem.
-store_clean()
-{
-    expect_status 0 "$1: ckptctl fsck" "$CKPTCTL" fsck --json "$STORE"
-    [ "$(json_field "$OUT" found)" -eq 0 ] || fail "$1: ckptctl fsck found problems: $OUT"
-    expect_status 0 "$1: ckptctl verify" "$CKPTCTL" verify --json "$STORE"
-    [ "$(json_field "$OUT" bad)" -eq 0 ] || fail "$1: ckptctl verify found bad blocks: $OUT"
-    [ "$(json_field "$OUT" blocks)" -gt 0 ] || fail "$1: ckptctl verify checked no block: $OUT"
 }
 
 # sql STATEMENT...: run SQL on meta.db (store unmounted); prints rows.
