@@ -111,7 +111,7 @@ static inline void v_st(uint8_t *p, vec v) { _mm_storeu_si128((vec *)(void *)p, 
         }                                                                      \
     }
 DEFINE_VLANES(16, _mm_slli_epi16, _mm_srli_epi16, _mm_srai_epi16, _mm_add_epi16,
-              _mm_sub_epi16, _mm_set1_epi16, (short)0x8000)
+              _mm_sub_epi16, _mm_set1_epi16, INT16_MIN)
 DEFINE_VLANES(32, _mm_slli_epi32, _mm_srli_epi32, _mm_srai_epi32, _mm_add_epi32,
               _mm_sub_epi32, _mm_set1_epi32, INT32_MIN)
 
