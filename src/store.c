@@ -137,7 +137,6 @@ static uint8_t *scratch(size_t need)
     return s->data;
 }
 
-/* The whole block of c, rebuilt through the cache, in a malloc'd buffer. */
 static int load_block(struct store *st, const struct fsm_chunk *c, void *dst, int cold);
 static int fill_cache(struct store *st, const struct fsm_chunk *c, uint64_t key,
                       size_t off, size_t len, void *dst, int cold);
@@ -147,16 +146,17 @@ static int fill_cache(struct store *st, const struct fsm_chunk *c, uint64_t key,
 enum { GET_HOT, GET_COLD, GET_LAST };
 
 /* c's whole block into a malloc'd *out: from the cache, else decoded and
-** cached (GET_LAST: not cached, its successor is about to be). *hit: it
-** was cached. */
+** cached (GET_LAST: not cached, its successor is about to be). *hit (if
+** not NULL): it was cached. */
 static int block_copy(struct store *st, const struct fsm_chunk *c, int how, uint8_t **out,
                       int *hit)
 {
     if (!(*out = malloc(c->raw_len ? c->raw_len : 1))) return -ENOMEM;
     uint64_t key = bcache_key(c->pack, c->off);
-    *hit = how == GET_LAST ? bcache_get_last(st->cache, key, 0, c->raw_len, *out)
-                           : bcache_get(st->cache, key, 0, c->raw_len, *out);
-    int rc = *hit            ? 0
+    int cached = how == GET_LAST ? bcache_get_last(st->cache, key, 0, c->raw_len, *out)
+                                 : bcache_get(st->cache, key, 0, c->raw_len, *out);
+    if (hit) *hit = cached;
+    int rc = cached            ? 0
              : how == GET_LAST ? load_block(st, c, *out, 1)
                                : fill_cache(st, c, key, 0, c->raw_len, *out, how == GET_COLD);
     if (rc < 0) {
@@ -271,8 +271,7 @@ static int decode_delta(struct store *st, const struct fsm_chunk *c, const void 
     int rc = fsmeta_chunk_get(st->meta, c->base, &b);
     if (rc < 0) return rc == -ENOENT ? -EIO : rc; /* a lost base is corruption */
     uint8_t *base;
-    int hit;
-    CK_TRY(block_copy(st, &b, cold ? GET_COLD : GET_HOT, &base, &hit));
+    CK_TRY(block_copy(st, &b, cold ? GET_COLD : GET_HOT, &base, NULL));
     rc = codec_decode_based(c->codec, src, c->stored_len, dst, c->raw_len, base, b.raw_len,
                             b.hash);
     free(base);

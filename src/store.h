@@ -69,7 +69,8 @@ int store_reopen_meta(struct store *st);
 ** of the tensor's previous version (a committed chunk), and for fp32 master
 ** weights the block of bf16 weights they round to (codec.h, CODEC_WIDE). */
 struct store_hint {
-    unsigned width;        /* bytes per element; 0: not a tensor */
+    unsigned width;        /* bytes per element (a guess when plain); 0: no
+                              hint, plain bytes */
     int is_float;
     int plain;             /* no tensor's block: width is a guess, and the
                               block is coded as plain bytes unless a delta
