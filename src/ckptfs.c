@@ -66,7 +66,7 @@ static void usage(const char *prog)
            "    -o writebehind_mib=N flush and uncache pack data every N MiB\n"
            "                         (default 16; 0 leaves it to the kernel)\n"
            "    -o delta_groups=0    never code a tensor delta in exponent groups:\n"
-           "                         deltas decode ~3x faster, ~20%% larger\n"
+           "                         deltas decode ~2x faster, ~33%% larger\n"
            "    -o attr_timeout=S    kernel attribute cache, seconds (default 1)\n"
            "    -o readahead_kib=N   kernel readahead of the mount, KiB (default\n"
            "                         1024; needs root, else the kernel's 128 stays)\n"
