@@ -86,6 +86,15 @@ static int settle(struct node *n)
     return rc;
 }
 
+/* The first error a worker met, without waiting for the others. */
+static int worker_err(struct node *n)
+{
+    pthread_mutex_lock(&n->cmu);
+    int rc = n->err;
+    pthread_mutex_unlock(&n->cmu);
+    return rc;
+}
+
 /* The committed extents of ino as a map. */
 static int load_map(struct store *st, uint64_t ino, struct extmap **out)
 {
@@ -269,7 +278,9 @@ static int stream_append(struct store *st, struct node *n, const uint8_t *buf, s
 static int write_locked(struct store *st, struct node *n, const void *buf, size_t len,
                         uint64_t off)
 {
-    CK_TRY(settle(n));
+    /* No settle: blocks of one stream encode on every worker at once. A
+    ** change of mode settles itself (to_stage); clean nodes have no jobs. */
+    CK_TRY(worker_err(n));
     if (n->mode == NODE_CLEAN) CK_TRY(leave_clean(st, n));
     if (n->mode == NODE_STREAM && off != n->send) CK_TRY(to_stage(st, n));
     if (n->mode == NODE_STREAM) {
