@@ -15,6 +15,8 @@
 ** (SQLite WAL lets them read while the daemon writes). prune changes only
 ** metadata, through SQLite transactions, so it works beside a mount too.
 ** fsck --repair, gc and import need the store unmounted: they take its lock.
+** Beside a mount, a command first fsyncs the mount's root so files closed
+** there have their background commits paid (ckptfs(1), write-behind).
 **
 ** Exit codes: 0 success, 1 the operation failed, 2 usage error, 3 problems
 ** found (verify, fsck), 4 the store is mounted (a command that needs it not).
@@ -27,6 +29,7 @@
 #include "recode.h"
 #include "store.h"
 
+#include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -604,6 +607,51 @@ static int parse_opts(int argc, char **argv, struct opts *o, const char *shortop
     return EX_OK;
 }
 
+/* Undo mountinfo's octal escapes (\040 for a space) in place. */
+static void unescape(char *s)
+{
+    char *d = s;
+    for (; *s; s++, d++) {
+        if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' && s[2] <= '7' &&
+            s[3] >= '0' && s[3] <= '7') {
+            *d = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 + (s[3] - '0'));
+            s += 3;
+        } else {
+            *d = *s;
+        }
+    }
+    *d = 0;
+}
+
+/* If a ckptfs mount serves STORE (its fsname is the store's real path), fsync
+** the mount's root: the daemon then commits every file closed so far, and
+** this command sees them. Best effort: an unreachable mount is skipped. */
+static void settle_mount(const char *store)
+{
+    char real[PATH_MAX], line[3 * PATH_MAX];
+    FILE *f = realpath(store, real) ? fopen("/proc/self/mountinfo", "r") : NULL;
+    while (f && fgets(line, sizeof line, f)) {
+        /* ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTS [TAGS...] - FSTYPE SOURCE SUPER */
+        char *sep = strstr(line, " - "), *save, *mnt = NULL;
+        if (!sep) continue;
+        *sep = 0;
+        char *tok = strtok_r(line, " ", &save);
+        for (int i = 0; tok && i < 4; i++) tok = strtok_r(NULL, " ", &save);
+        mnt = tok;
+        char *type = strtok_r(sep + 3, " ", &save), *src = strtok_r(NULL, " ", &save);
+        if (!mnt || !type || !src || strcmp(type, "fuse.ckptfs") != 0) continue;
+        unescape(src);
+        if (strcmp(src, real) != 0) continue;
+        unescape(mnt);
+        int fd = open(mnt, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd >= 0 && fsync(fd) < 0)
+            fprintf(stderr, "ckptctl: warning: fsync of the mount %s: %s\n", mnt,
+                    strerror(errno));
+        if (fd >= 0) close(fd);
+    }
+    if (f) fclose(f);
+}
+
 /* Open STORE; only import may create one (into an empty directory). */
 static int open_store(const char *path, int mode, int create, struct store **st)
 {
@@ -665,6 +713,7 @@ int main(int argc, char **argv)
     if (!strcmp(c->name, "fsck") && o.repair) access = EXCL;
     struct store *st;
     int create = !strcmp(c->name, "import");
+    if (access != EXCL) settle_mount(argv[optind]);
     if ((rc = open_store(argv[optind], access, create, &st)) != EX_OK) return rc;
     char *args[2] = {nargs > 0 ? argv[optind + 1] : NULL, nargs > 1 ? argv[optind + 2] : NULL};
     rc = run(c, st, &o, args);

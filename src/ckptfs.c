@@ -26,10 +26,10 @@
 
 struct cli {
     char *store;
-    unsigned long threads, cache_mib, reserve_mib, block_kib, readahead_kib, behind_mib;
+    unsigned long threads, cache_mib, buffer_mib, reserve_mib, block_kib, readahead_kib, behind_mib;
     unsigned long keep_last, keep_every, prune_interval, delta_groups;
     char *keep_within, *policy;
-    int verbose;
+    int verbose, worker_nice;
     double timeout;
 };
 
@@ -37,6 +37,8 @@ struct cli {
 static const struct fuse_opt cli_opts[] = {
     OPT("threads=%lu", threads),
     OPT("cache_mib=%lu", cache_mib),
+    OPT("write_buffer_mib=%lu", buffer_mib),
+    OPT("worker_nice=%d", worker_nice),
     OPT("reserve_mib=%lu", reserve_mib),
     OPT("block_kib=%lu", block_kib),
     OPT("writebehind_mib=%lu", behind_mib),
@@ -60,6 +62,10 @@ static void usage(const char *prog)
            "ckptfs options (-o name=value):\n"
            "    -o threads=N         compression workers (default: CPUs online)\n"
            "    -o cache_mib=N       decoded block cache, MiB (default 64)\n"
+           "    -o write_buffer_mib=N written data queued for compression before\n"
+           "                         writers wait, MiB (default 64)\n"
+           "    -o worker_nice=N     nice value of the compression workers, -20..19\n"
+           "                         (default 10: the writers come first)\n"
            "    -o reserve_mib=N     free space kept for metadata; writes past it\n"
            "                         fail with ENOSPC (default 64)\n"
            "    -o block_kib=N       block size of file content, KiB (default 1024)\n"
@@ -276,11 +282,22 @@ static void limit_arenas(void)
 #endif
 }
 
+/* Name the mount after the store's real path (mountinfo's source), so
+** ckptctl finds the mount of a store; an -o fsname given later wins. Paths
+** that -o cannot carry keep the default name. */
+static void name_mount(struct fuse_args *args, const char *store)
+{
+    char real[PATH_MAX], opt[PATH_MAX + 16];
+    if (!realpath(store, real) || strpbrk(real, ",\\ \t\n")) return;
+    snprintf(opt, sizeof opt, "-ofsname=%s", real);
+    fuse_opt_insert_arg(args, 1, opt);
+}
+
 int main(int argc, char **argv)
 {
     limit_arenas();
     struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
-    struct cli cli = {.timeout = 1.0, .reserve_mib = ULONG_MAX, .readahead_kib = 1024,
+    struct cli cli = {.timeout = 1.0, .worker_nice = INT_MIN, .reserve_mib = ULONG_MAX, .readahead_kib = 1024,
                       .behind_mib = ULONG_MAX, .delta_groups = 1};
     struct fuse_cmdline_opts o;
     if (fuse_opt_parse(&args, &cli, cli_opts, opt_proc) != 0) return 2;
@@ -304,6 +321,12 @@ int main(int argc, char **argv)
     store_default_opts(&so);
     if (cli.threads) so.threads = (int)cli.threads;
     if (cli.cache_mib) so.cache_bytes = (size_t)cli.cache_mib << 20;
+    if (cli.buffer_mib) so.buffer_bytes = (size_t)cli.buffer_mib << 20;
+    if (cli.worker_nice != INT_MIN && (cli.worker_nice < -20 || cli.worker_nice > 19)) {
+        fprintf(stderr, "ckptfs: worker_nice must be between -20 and 19\n");
+        return 2;
+    }
+    if (cli.worker_nice != INT_MIN) so.worker_nice = cli.worker_nice;
     if (cli.reserve_mib != ULONG_MAX) so.reserve_bytes = (uint64_t)cli.reserve_mib << 20;
     if (cli.behind_mib != ULONG_MAX) so.behind_bytes = (uint64_t)cli.behind_mib << 20;
     so.no_group = cli.delta_groups == 0;
@@ -339,6 +362,9 @@ int main(int argc, char **argv)
         return 1;
     }
     if (node_table_create(&fs.nodes) < 0 || hview_create(fs.st, &fs.view) < 0) return 1;
+    name_mount(&args, cli.store);
+    fs.st->settle_family = fs_settle_family;
+    fs.st->settle_ctx = &fs;
     int ret = 1;
     struct fuse_session *se = fuse_session_new(&args, &fs_ops, sizeof fs_ops, &fs);
     if (se) {

@@ -202,13 +202,15 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 ** provisional one that saves what it wrote (as its fsync would). */
 static void commit_all(struct node *n, void *ctx)
 {
-    ingest_commit(ctx, n, 1, __atomic_load_n(&n->nwriters, __ATOMIC_ACQUIRE) == 0);
+    struct fs *fs = ctx;
+    ingest_commit(fs->st, n, 1, __atomic_load_n(&n->nwriters, __ATOMIC_ACQUIRE) == 0);
+    unpin(fs, n);
 }
 
 static void op_destroy(void *userdata)
 {
     struct fs *fs = userdata;
-    node_foreach(fs->nodes, commit_all, fs->st);
+    node_foreach(fs->nodes, commit_all, fs);
 }
 
 /* The kernel reads ahead 128 KiB on a FUSE mount and resets the value when
@@ -222,10 +224,39 @@ static void tune_once(struct fs *fs)
         ck_log(CK_LOG_INFO, "cannot set readahead (%s): %s", fs->ra_path, strerror(errno));
 }
 
+struct settle {
+    struct fs *fs;
+    const char *fam;
+    int rc;
+};
+
+static void settle_one(struct node *n, void *ctx)
+{
+    struct settle *s = ctx;
+    int rc = ingest_settle(s->fs->st, n, s->fam);
+    if (s->rc == 0) s->rc = rc;
+    unpin(s->fs, n);
+}
+
+/* Pay every owed commit (ingest.h) of family fam (NULL: all): the history
+** view and fsync of a directory must show what writers have closed. */
+static int settle_some(struct fs *fs, const char *fam)
+{
+    struct settle s = {fs, fam, 0};
+    if (__atomic_load_n(&fs->st->owed, __ATOMIC_ACQUIRE) > 0)
+        node_foreach(fs->nodes, settle_one, &s);
+    return s.rc;
+}
+
+static int settle_all(struct fs *fs) { return settle_some(fs, NULL); }
+
+void fs_settle_family(void *ctx, const char *fam) { settle_some(ctx, fam); }
+
 static void view_entry(fuse_req_t req, uint64_t parent, const char *name)
 {
     struct fuse_entry_param e;
     memset(&e, 0, sizeof e);
+    settle_all(FS(req));
     int rc = hview_lookup(FS(req)->view, parent, name, &e.attr);
     if (rc < 0) {
         fuse_reply_err(req, -rc);
@@ -597,6 +628,7 @@ static int open_node(struct fs *fs, uint64_t ino, struct fuse_file_info *fi)
 /* A file of the history view: no handle, the page cache kept (it never changes). */
 static void view_open(fuse_req_t req, uint64_t ino, struct fuse_file_info *fi)
 {
+    settle_all(FS(req));
     int rc = writable(fi) || (fi->flags & O_TRUNC) ? -EROFS : hview_open(FS(req)->view, ino);
     fi->fh = 0;
     fi->keep_cache = 1;
@@ -653,8 +685,8 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 
 static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-    /* close(2) waits for flush: commit here so its errors reach the writer. */
-    int rc = !hview_owns(ino) && HANDLE(fi)->writer ? ingest_commit(FS(req)->st, NODE(fi), 0, 0) : 0;
+    /* close(2) waits for flush: errors met so far reach the writer here. */
+    int rc = !hview_owns(ino) && HANDLE(fi)->writer ? ingest_flush(FS(req)->st, NODE(fi)) : 0;
     fuse_reply_err(req, -rc);
 }
 
@@ -730,9 +762,50 @@ static int add_dirent(struct dirbuf *b, const char *name, uint64_t ino, int64_t 
     return 0;
 }
 
-static int dirent_cb(void *ctx, int64_t cookie, const char *name, uint64_t ino)
+/* Entries of a live directory, taken from fsmeta before their attributes:
+** attributes of a node being written need its lock, which a commit holds
+** while it waits for fsmeta's (lock order: node, then fsmeta). */
+struct dents {
+    fuse_req_t req;
+    int plus;
+    size_t room, n, cap;
+    struct dent {
+        uint64_t ino;
+        int64_t cookie;
+        char *name;
+    } *v;
+};
+
+static int dent_cb(void *ctx, int64_t cookie, const char *name, uint64_t ino)
 {
-    return add_dirent(ctx, name, ino, cookie + 2);
+    struct dents *d = ctx;
+    size_t need = d->plus ? fuse_add_direntry_plus(d->req, NULL, 0, name, NULL, 0)
+                          : fuse_add_direntry(d->req, NULL, 0, name, NULL, 0);
+    if (need > d->room) return 1;
+    if (d->n == d->cap) {
+        size_t cap = d->cap ? 2 * d->cap : 32;
+        struct dent *v = realloc(d->v, cap * sizeof *v);
+        if (!v) return -ENOMEM;
+        d->v = v, d->cap = cap;
+    }
+    char *copy = strdup(name);
+    if (!copy) return -ENOMEM;
+    d->v[d->n++] = (struct dent){ino, cookie + 2, copy};
+    d->room -= need;
+    return 0;
+}
+
+/* Entries of the live directory ino after off into b. */
+static int live_readdir(struct dirbuf *b, uint64_t ino, off_t off)
+{
+    struct dents d = {b->req, b->plus, b->size - b->len, 0, 0, NULL};
+    int rc = fsmeta_readdir(b->fs->st->meta, ino, off > 2 ? off - 2 : 0, dent_cb, &d);
+    for (size_t i = 0; i < d.n; i++) {
+        if (rc >= 0 && add_dirent(b, d.v[i].name, d.v[i].ino, d.v[i].cookie)) rc = 1;
+        free(d.v[i].name);
+    }
+    free(d.v);
+    return rc < 0 ? rc : 0;
 }
 
 /* An entry of the history view, its attributes given. */
@@ -761,6 +834,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, i
         return;
     }
     if (hview_owns(ino)) {
+        settle_all(fs);
         int rc = hview_readdir(fs->view, ino, (uint64_t)off, plus, view_dirent, &b);
         if (rc < 0) fuse_reply_err(req, -rc); else fuse_reply_buf(req, b.buf, b.len);
         free(b.buf);
@@ -772,7 +846,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, i
     int full = 0, rc = 0;
     if (off < 1) full = add_dirent(&b, ".", ino, 1);
     if (!full && off < 2) full = add_dirent(&b, "..", parent, 2);
-    if (!full) rc = fsmeta_readdir(fs->st->meta, ino, off > 2 ? off - 2 : 0, dirent_cb, &b);
+    if (!full) rc = live_readdir(&b, ino, off);
     if (rc < 0) fuse_reply_err(req, -rc); else fuse_reply_buf(req, b.buf, b.len);
     free(b.buf);
 }
@@ -795,7 +869,9 @@ static void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
                         struct fuse_file_info *fi)
 {
     (void)ino, (void)datasync, (void)fi;
-    fuse_reply_err(req, -fsmeta_sync(FS(req)->st->meta));
+    int rc = settle_all(FS(req)); /* `sync DIR`: every closed file committed */
+    if (rc == 0) rc = fsmeta_sync(FS(req)->st->meta);
+    fuse_reply_err(req, -rc);
 }
 
 static void op_statfs(fuse_req_t req, fuse_ino_t ino)
@@ -901,6 +977,9 @@ static int get_xattr(struct fs *fs, uint64_t ino, const char *name, char *buf, s
 {
     uint64_t ver;
     if (history_is_xattr(name)) {
+        struct node *n = hview_owns(ino) ? NULL : node_find(fs->nodes, ino);
+        if (n) ingest_settle(fs->st, n, NULL); /* the version its writer closed */
+        if (n) unpin(fs, n);
         CK_TRY(shown_version(fs, ino, &ver));
         return history_xattr(fs->st->meta, ver, name, buf, size);
     }

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 struct job {
     struct store *st;
@@ -31,6 +32,7 @@ static void encode_job(void *arg)
     struct fsm_extent e = {0};
     int rc = 0;
     if (!ck_is_zero(j->raw, j->len)) rc = store_put_block(j->st, j->raw, j->len, &j->h, &e.c);
+    __atomic_sub_fetch(&j->st->queued, (uint64_t)j->len, __ATOMIC_RELAXED);
     struct node *n = j->n;
     pthread_mutex_lock(&n->cmu);
     if (rc < 0 && n->err == 0) n->err = rc;
@@ -71,7 +73,8 @@ static int submit_block(struct store *st, struct node *n, uint8_t *raw, size_t l
         free(raw);
         return -ENOMEM;
     }
-    int rc = pool_submit(st->workers, encode_job, j);
+    __atomic_add_fetch(&st->queued, (uint64_t)len, __ATOMIC_RELAXED);
+    int rc = pool_submit(st->workers, encode_job, j, len);
     if (rc < 0) encode_job(j); /* pool stopping: encode here */
     return 0;
 }
@@ -93,6 +96,16 @@ static int worker_err(struct node *n)
     int rc = n->err;
     pthread_mutex_unlock(&n->cmu);
     return rc;
+}
+
+/* Mark (on 1) or clear n's owed commit, counted in st->owed. Clear it
+** wherever the content changes or is committed. */
+static void set_owed(struct store *st, struct node *n, int on)
+{
+    if (n->flushed == on) return;
+    __atomic_store_n(&n->flushed, on, __ATOMIC_RELEASE);
+    if (on) __atomic_add_fetch(&st->owed, 1, __ATOMIC_RELEASE);
+    else __atomic_sub_fetch(&st->owed, 1, __ATOMIC_RELEASE);
 }
 
 /* The committed extents of ino as a map. */
@@ -132,6 +145,7 @@ static void drop_stream(struct node *n)
     n->send = 0;
     cutter_free(n->cut);
     n->cut = NULL;
+    __atomic_store_n(&n->famkey, 0, __ATOMIC_RELEASE);
     xbase_free(n->xb);
     n->xb = NULL;
 }
@@ -159,6 +173,9 @@ static void find_base(struct store *st, struct node *n)
     char path[4096];
     if (fsmeta_path(st->meta, n->ino, path, sizeof path) == 0) cutter_set_family(n->cut, path);
     const char *fam = cutter_family(n->cut);
+    __atomic_store_n(&n->famkey, fam ? XXH3_64bits(fam, strlen(fam)) : 0, __ATOMIC_RELEASE);
+    if (fam && st->settle_family && __atomic_load_n(&st->owed, __ATOMIC_ACQUIRE) > 0)
+        st->settle_family(st->settle_ctx, fam); /* the last version, closed a moment ago */
     struct extmap *m = NULL;
     struct fsm_tensor *t = NULL;
     size_t nt = 0;
@@ -281,9 +298,11 @@ static int write_locked(struct store *st, struct node *n, const void *buf, size_
     /* No settle: blocks of one stream encode on every worker at once. A
     ** change of mode settles itself (to_stage); clean nodes have no jobs. */
     CK_TRY(worker_err(n));
+    set_owed(st, n, 0); /* first: a node being written is never owed (lock order) */
     if (n->mode == NODE_CLEAN) CK_TRY(leave_clean(st, n));
     if (n->mode == NODE_STREAM && off != n->send) CK_TRY(to_stage(st, n));
     if (n->mode == NODE_STREAM) {
+        CK_TRY(store_space(st, len)); /* ENOSPC here, not after close */
         CK_TRY(stream_append(st, n, buf, len));
     } else {
         if (off + len > n->size) CK_TRY(store_space(st, len));
@@ -291,6 +310,7 @@ static int write_locked(struct store *st, struct node *n, const void *buf, size_
         n->size = CK_MAX(n->size, off + len);
     }
     n->dirty = 1;
+    set_owed(st, n, 0);
     n->mtime = n->ctime = ck_now_ns();
     return 0;
 }
@@ -307,6 +327,7 @@ int ingest_write(struct store *st, struct node *n, const void *buf, size_t len,
 static int truncate_locked(struct store *st, struct node *n, uint64_t size)
 {
     CK_TRY(settle(n));
+    set_owed(st, n, 0);
     if (n->mode == NODE_CLEAN && size == 0) {
         CK_TRY(load_committed(st, n, NULL));
         n->mode = NODE_STREAM;
@@ -329,6 +350,7 @@ static int truncate_locked(struct store *st, struct node *n, uint64_t size)
     if (n->mode == NODE_STAGE && ftruncate(n->stage_fd, (off_t)size) < 0) return -errno;
     n->size = size;
     n->dirty = 1;
+    set_owed(st, n, 0);
     n->mtime = n->ctime = ck_now_ns();
     return 0;
 }
@@ -452,20 +474,17 @@ static int commit_dirty(struct store *st, struct node *n, int durable, int provi
     n->csize = n->size;
     n->loaded = map != NULL; /* without memory: reload from meta.db later */
     n->dirty = 0;
+    set_owed(st, n, 0);
     n->provisional = provisional;
     return 0;
 }
 
-int ingest_commit(struct store *st, struct node *n, int durable, int final)
+static int commit_locked(struct store *st, struct node *n, int durable, int final)
 {
-    pthread_mutex_lock(&n->mu);
     /* A release decides it is the last writer before it gets here; a new
     ** writer may have opened (and even written) since. Its own close will
     ** commit: committing its partial content now would keep it as a version. */
-    if (final && __atomic_load_n(&n->nwriters, __ATOMIC_ACQUIRE) > 0) {
-        pthread_mutex_unlock(&n->mu);
-        return 0;
-    }
+    if (final && __atomic_load_n(&n->nwriters, __ATOMIC_ACQUIRE) > 0) return 0;
     int rc = 0;
     /* A commit while writers remain (fsync, or flush: close of one of possibly
     ** many descriptors, as a shell's dup2 does) makes a provisional version,
@@ -498,8 +517,43 @@ int ingest_commit(struct store *st, struct node *n, int durable, int final)
         pthread_mutex_unlock(&n->cmu);
         n->mode = NODE_CLEAN;
         n->dirty = 0;
+        set_owed(st, n, 0);
         if (rc < 0) n->loaded = 0; /* reload what is really committed */
     }
+    return rc;
+}
+
+int ingest_commit(struct store *st, struct node *n, int durable, int final)
+{
+    pthread_mutex_lock(&n->mu);
+    int rc = commit_locked(st, n, durable, final);
+    pthread_mutex_unlock(&n->mu);
+    return rc;
+}
+
+int ingest_flush(struct store *st, struct node *n)
+{
+    pthread_mutex_lock(&n->mu);
+    int rc;
+    if (n->mode == NODE_STREAM && n->dirty) {
+        rc = worker_err(n);
+        set_owed(st, n, 1);
+    } else {
+        rc = commit_locked(st, n, 0, 0);
+    }
+    pthread_mutex_unlock(&n->mu);
+    return rc;
+}
+
+int ingest_settle(struct store *st, struct node *n, const char *fam)
+{
+    if (!__atomic_load_n(&n->flushed, __ATOMIC_ACQUIRE)) return 0;
+    /* Not n's family: no need to wait for n's lock (a commit may hold it). */
+    if (fam && __atomic_load_n(&n->famkey, __ATOMIC_ACQUIRE) != XXH3_64bits(fam, strlen(fam)))
+        return 0;
+    pthread_mutex_lock(&n->mu);
+    const char *f = n->cut ? cutter_family(n->cut) : NULL;
+    int rc = n->flushed && (!fam || (f && strcmp(f, fam) == 0)) ? commit_locked(st, n, 0, 0) : 0;
     pthread_mutex_unlock(&n->mu);
     return rc;
 }
@@ -507,8 +561,9 @@ int ingest_commit(struct store *st, struct node *n, int durable, int final)
 int ingest_open_writer(struct store *st, struct node *n)
 {
     pthread_mutex_lock(&n->mu);
-    int rc = 0;
-    if (n->provisional) {
+    /* What the last writers closed becomes a version before this one changes it. */
+    int rc = n->flushed ? commit_locked(st, n, 0, 0) : 0;
+    if (rc == 0 && n->provisional) {
         rc = fsmeta_keep_current(st->meta, n->ino);
         if (rc == 0) n->provisional = 0;
     }
@@ -550,7 +605,7 @@ static void prefetch(struct store *st, struct node *n, struct extmap *m, uint64_
         if (!p) return;
         *p = (struct prefetch){st, m, i};
         extmap_get(m);
-        if (pool_try_submit(st->workers, prefetch_job, p) < 0) {
+        if (pool_try_submit(st->workers, prefetch_job, p, e->c.raw_len) < 0) {
             extmap_put(m);
             free(p);
             return;
@@ -635,6 +690,7 @@ int ingest_adopt_stage(struct store *st, struct node *n, int fd)
     n->mtime = (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec;
     n->ctime = ck_now_ns();
     n->dirty = 1;
+    set_owed(st, n, 0);
     pthread_mutex_unlock(&n->mu);
     return ingest_commit(st, n, 1, 1);
 }

@@ -17,17 +17,26 @@
 ** then is the staging file removed. If a commit fails, the staging file is
 ** kept and recovered at the next mount; nothing committed is ever lost.
 **
+** Closing a streamed file does not wait for its commit (write-behind, as a
+** kernel filesystem's page cache): close(2) returns once every byte is
+** queued, and the commit is owed. The last writer's release pays it, on a
+** FUSE thread the writer does not wait for; so do, at once, fsync, a new
+** writer, and ingest_settle (what a reader of the history or of meta.db
+** must see first). Until then reads and getattr see the content as usual.
+**
 ** Blocks are cut by a cutter (cutter.h): at tensor boundaries the format
 ** parser finds as the bytes arrive, so each tensor block can be encoded as a
 ** delta against the same block of the previous version.
 **
 ** Memory: each writing file holds one block of tail and a cutter (the
 ** parser: at most FMT_MAX_MEM, in practice one safetensors header or one
-** pickle; plus a few hundred bytes per tensor). The pool queue holds at most
-** 2 blocks per worker and blocks writers when full (backpressure: training
-** waits, nothing is dropped); a worker encoding a delta also holds the base
-** block and about 3 blocks of scratch. So the bound is about
-** block * (1 + 6 * workers) + the cache, whatever the file size.
+** pickle; plus a few hundred bytes per tensor). The pool queue is the write
+** buffer: it holds at most buffer_bytes of blocks (store_opts) and blocks
+** writers when full (backpressure: training waits, nothing is dropped); a
+** worker encoding a delta also holds the block, its base and about 3 blocks
+** of scratch. So the bound is about buffer_bytes + block * (1 + 5 * workers)
+** + the cache, whatever the file size. Queued bytes count as used in
+** store_space, so a full disk fails the write (ENOSPC), not the commit.
 */
 #ifndef CKPT_INGEST_H
 #define CKPT_INGEST_H
@@ -43,6 +52,15 @@ int ingest_write(struct store *st, struct node *n, const void *buf, size_t len,
 int ingest_truncate(struct store *st, struct node *n, uint64_t size);
 /* final: the last writer closed; drop the write state after committing. */
 int ingest_commit(struct store *st, struct node *n, int durable, int final);
+/* A writer's close (FUSE flush): a streamed file's commit becomes owed and
+** the call returns the first error met so far without waiting; any other
+** dirty file commits (provisionally) now. */
+int ingest_flush(struct store *st, struct node *n);
+/* Pay n's owed commit, if it has one (provisionally: its release promotes
+** it); with fam, only if n is of that family (cutter.h). Lock order: a
+** writer holding its own node may settle others, since it is never owed
+** itself and an owed node's lock holders never wait for another node. */
+int ingest_settle(struct store *st, struct node *n, const char *fam);
 /* A new writer opens n: a provisional version left by an earlier handle's
 ** close is kept (that handle's release may still be on its way). */
 int ingest_open_writer(struct store *st, struct node *n);

@@ -149,8 +149,7 @@ void node_foreach(node_table *t, void (*fn)(struct node *n, void *ctx), void *ct
     for (size_t i = 0; i < len; i++) {
         struct node *n = node_find(t, inos[i]);
         if (!n) continue;
-        fn(n, ctx);
-        node_unpin(t, n);
+        fn(n, ctx); /* drops the pin */
     }
     free(inos);
 }

@@ -41,6 +41,10 @@ struct node {
     enum node_mode mode;
     int dirty;             /* changes since the last commit */
     int provisional;       /* the last commit made a provisional version */
+    int flushed;           /* dirty, and every writer has closed (flushed) it
+                              since its last change: a commit is owed */
+    uint64_t famkey;       /* hash of the cutter's family, 0 if none: read
+                              without mu, to skip others' families unlocked */
     uint64_t size;         /* current size while not clean */
     int64_t mtime, ctime;  /* times of the last change while not clean */
     int stage_fd;          /* NODE_STAGE */
@@ -86,7 +90,8 @@ int node_unpin(node_table *t, struct node *n);
 /* Node of ino if one exists (pinned), else NULL. */
 struct node *node_find(node_table *t, uint64_t ino);
 
-/* Call fn on every node (pinned during the call). */
+/* Call fn on every node, pinned; fn drops the pin (the caller's unpin may
+** have an unlinked inode to delete). */
 void node_foreach(node_table *t, void (*fn)(struct node *n, void *ctx), void *ctx);
 
 #endif

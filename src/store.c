@@ -24,6 +24,8 @@ void store_default_opts(struct store_opts *o)
         .zstd_level = 1,
         .threads = n > 0 ? (int)n : 1,
         .cache_bytes = 64 << 20,
+        .buffer_bytes = 64 << 20,
+        .worker_nice = 10,
         .reserve_bytes = 64 << 20,
         .max_pack_bytes = 1ull << 30,
         .behind_bytes = 16 << 20,
@@ -81,8 +83,10 @@ int store_start(struct store *st)
 {
     if (st->o.readonly) return -EROFS;
     if (st->workers) return 0;
-    /* Queue: two blocks per worker keeps them busy and bounds memory. */
-    return pool_create(st->o.threads, 2 * st->o.threads, &st->workers);
+    /* The queue is the write buffer: a save up to its size returns without
+    ** waiting for compression; at least two blocks per worker keep them busy. */
+    size_t budget = CK_MAX(st->o.buffer_bytes, 2 * (size_t)st->o.threads * st->o.block_size);
+    return pool_create(st->o.threads, budget, st->o.worker_nice, &st->workers);
 }
 
 int store_open(const char *path, const struct store_opts *o, struct store **out)
@@ -259,7 +263,9 @@ int store_space(struct store *st, uint64_t len)
 {
     struct statvfs sv;
     if (fstatvfs(st->stagefd, &sv) < 0) return -errno;
-    return (uint64_t)sv.f_bavail * sv.f_frsize < len + st->o.reserve_bytes ? -ENOSPC : 0;
+    uint64_t queued = __atomic_load_n(&st->queued, __ATOMIC_RELAXED);
+    return (uint64_t)sv.f_bavail * sv.f_frsize < len + st->o.reserve_bytes + queued ? -ENOSPC
+                                                                                   : 0;
 }
 
 /* Decode a delta: rebuild its base first (through the cache; cold: the

@@ -32,6 +32,10 @@ struct store_opts {
     int zstd_level;          /* default 1 */
     int threads;             /* compression workers (default: online CPUs) */
     size_t cache_bytes;      /* decoded block cache (default 64 MiB) */
+    size_t buffer_bytes;     /* raw blocks queued for the workers before a
+                                writer waits (default 64 MiB) */
+    int worker_nice;         /* nice value of the workers (default 10: writers
+                                and readers come first) */
     uint64_t reserve_bytes;  /* free disk kept back for metadata (default 64 MiB) */
     uint64_t max_pack_bytes; /* pack size before a new one starts (default 1 GiB) */
     uint64_t behind_bytes;   /* pack write-behind window (default 16 MiB; 0 off) */
@@ -51,6 +55,15 @@ struct store {
     packset *packs;
     pool *workers;  /* NULL until store_start */
     bcache *cache;
+    /* Kept by ingest.c (atomics): raw bytes queued for the workers and not
+    ** yet in a pack, which store_space counts as used; files closed with
+    ** their commit still owed. */
+    uint64_t queued;
+    unsigned long owed;
+    /* Set by the FUSE layer: pay the owed commits of files of family fam, so
+    ** a new version of them finds its base committed (ingest.c find_base). */
+    void (*settle_family)(void *ctx, const char *fam);
+    void *settle_ctx;
 };
 
 void store_default_opts(struct store_opts *o);
@@ -103,7 +116,7 @@ int store_put_encoded(struct store *st, uint8_t codec, const void *stored, size_
                       const void *raw, size_t raw_len, const struct fsm_chunk *base,
                       struct fsm_chunk *c);
 /* -ENOSPC unless len more bytes fit on the store's disk beside the
-** metadata reserve. */
+** metadata reserve and the bytes queued for the workers. */
 int store_space(struct store *st, uint64_t len);
 /* Copy [off, off+len) of the block of c into dst, through the cache. */
 int store_read_block(struct store *st, const struct fsm_chunk *c, size_t off,
