@@ -869,8 +869,11 @@ static void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
                         struct fuse_file_info *fi)
 {
     (void)ino, (void)datasync, (void)fi;
+    struct store *st = FS(req)->st;
     int rc = settle_all(FS(req)); /* `sync DIR`: every closed file committed */
-    if (rc == 0) rc = fsmeta_sync(FS(req)->st->meta);
+    if (rc == 0) rc = fsmeta_sync(st->meta);
+    int lost = __atomic_exchange_n(&st->lost, 0, __ATOMIC_ACQ_REL);
+    if (rc == 0) rc = lost;
     fuse_reply_err(req, -rc);
 }
 

@@ -46,6 +46,7 @@ static void encode_job(void *arg)
 
 static void hint_for(struct store *st, struct node *n, const uint8_t *raw, uint64_t off,
                      size_t len, struct store_hint *h);
+static int commit_locked(struct store *st, struct node *n, int durable, int final);
 
 /* Queue raw (malloc'd, ownership passes) as the block at file offset off,
 ** just cut by the node's cutter if it has one. */
@@ -174,7 +175,9 @@ static void find_base(struct store *st, struct node *n)
     if (fsmeta_path(st->meta, n->ino, path, sizeof path) == 0) cutter_set_family(n->cut, path);
     const char *fam = cutter_family(n->cut);
     __atomic_store_n(&n->famkey, fam ? XXH3_64bits(fam, strlen(fam)) : 0, __ATOMIC_RELEASE);
-    if (fam && st->settle_family && __atomic_load_n(&st->owed, __ATOMIC_ACQUIRE) > 0)
+    /* Not inside a commit: its node may be owed itself (lock order, ingest.h). */
+    if (fam && !n->committing && st->settle_family &&
+        __atomic_load_n(&st->owed, __ATOMIC_ACQUIRE) > 0)
         st->settle_family(st->settle_ctx, fam); /* the last version, closed a moment ago */
     struct extmap *m = NULL;
     struct fsm_tensor *t = NULL;
@@ -326,8 +329,8 @@ int ingest_write(struct store *st, struct node *n, const void *buf, size_t len,
 
 static int truncate_locked(struct store *st, struct node *n, uint64_t size)
 {
+    if (n->flushed) CK_TRY(commit_locked(st, n, 0, 0)); /* what was closed is a version */
     CK_TRY(settle(n));
-    set_owed(st, n, 0);
     if (n->mode == NODE_CLEAN && size == 0) {
         CK_TRY(load_committed(st, n, NULL));
         n->mode = NODE_STREAM;
@@ -441,12 +444,15 @@ static int commit_dirty(struct store *st, struct node *n, int durable, int provi
     ** adopted after a crash: make it at least as new on disk as the version
     ** committed now, or power loss could bring back an older, torn body. */
     if (n->mode == NODE_STAGE && fdatasync(n->stage_fd) < 0) return -errno;
-    if (n->mode == NODE_STAGE) CK_TRY(stage_encode(st, n));
-    CK_TRY(settle(n));
-    struct fsm_extent *v;
-    size_t k;
-    CK_TRY(gather(st, n, &v, &k));
-    int rc = fsmeta_begin(st->meta, durable);
+    n->committing = 1; /* stage_encode and gather may cut and look for bases */
+    int rc = n->mode == NODE_STAGE ? stage_encode(st, n) : 0;
+    if (rc == 0) rc = settle(n);
+    struct fsm_extent *v = NULL;
+    size_t k = 0;
+    if (rc == 0) rc = gather(st, n, &v, &k);
+    n->committing = 0;
+    if (rc < 0) return rc;
+    rc = fsmeta_begin(st->meta, durable);
     if (rc == 0) {
         rc = fsmeta_set_content(st->meta, n->ino, v, k, n->size, n->mtime, n->ctime,
                                 provisional);
@@ -479,6 +485,36 @@ static int commit_dirty(struct store *st, struct node *n, int durable, int provi
     return 0;
 }
 
+/* The last writer is gone: drop the write state after its final commit,
+** which returned rc. A failure no close(2) reported (the commit was owed)
+** is kept for the next fsync of the file and of a directory. */
+static void end_write(struct store *st, struct node *n, int rc)
+{
+    settle(n);
+    if (rc < 0)
+        ck_log(CK_LOG_ERR, "inode %llu: commit failed (%s)%s", (unsigned long long)n->ino,
+               strerror(-rc),
+               n->mode == NODE_STAGE ? "; staging kept for recovery at next mount"
+                                     : "; unsaved writes dropped");
+    if (rc < 0 && n->flushed) {
+        n->lost = rc;
+        __atomic_store_n(&st->lost, rc, __ATOMIC_RELEASE);
+    }
+    if (n->mode == NODE_STAGE) {
+        close(n->stage_fd);
+        n->stage_fd = -1;
+        if (rc == 0) store_stage_remove(st, n->ino);
+    }
+    drop_stream(n);
+    pthread_mutex_lock(&n->cmu);
+    n->err = 0;
+    pthread_mutex_unlock(&n->cmu);
+    n->mode = NODE_CLEAN;
+    n->dirty = 0;
+    set_owed(st, n, 0);
+    if (rc < 0) n->loaded = 0; /* reload what is really committed */
+}
+
 static int commit_locked(struct store *st, struct node *n, int durable, int final)
 {
     /* A release decides it is the last writer before it gets here; a new
@@ -499,27 +535,7 @@ static int commit_locked(struct store *st, struct node *n, int durable, int fina
         rc = fsmeta_keep_current(st->meta, n->ino);
         if (rc == 0) n->provisional = 0;
     }
-    if (n->mode != NODE_CLEAN && final) {
-        settle(n);
-        if (rc < 0)
-            ck_log(CK_LOG_ERR, "inode %llu: commit failed (%s)%s",
-                   (unsigned long long)n->ino, strerror(-rc),
-                   n->mode == NODE_STAGE ? "; staging kept for recovery at next mount"
-                                         : "; unsaved writes dropped");
-        if (n->mode == NODE_STAGE) {
-            close(n->stage_fd);
-            n->stage_fd = -1;
-            if (rc == 0) store_stage_remove(st, n->ino);
-        }
-        drop_stream(n);
-        pthread_mutex_lock(&n->cmu);
-        n->err = 0;
-        pthread_mutex_unlock(&n->cmu);
-        n->mode = NODE_CLEAN;
-        n->dirty = 0;
-        set_owed(st, n, 0);
-        if (rc < 0) n->loaded = 0; /* reload what is really committed */
-    }
+    if (n->mode != NODE_CLEAN && final) end_write(st, n, rc);
     return rc;
 }
 
@@ -527,6 +543,8 @@ int ingest_commit(struct store *st, struct node *n, int durable, int final)
 {
     pthread_mutex_lock(&n->mu);
     int rc = commit_locked(st, n, durable, final);
+    if (rc == 0 && durable && n->lost) rc = n->lost; /* fsync: an owed commit failed */
+    if (durable) n->lost = 0;
     pthread_mutex_unlock(&n->mu);
     return rc;
 }
@@ -561,9 +579,13 @@ int ingest_settle(struct store *st, struct node *n, const char *fam)
 int ingest_open_writer(struct store *st, struct node *n)
 {
     pthread_mutex_lock(&n->mu);
-    /* What the last writers closed becomes a version before this one changes it. */
+    /* What the last writers closed becomes a version before this one changes
+    ** it. If that fails, it fails as their final commit would have: logged,
+    ** kept for fsync, and this writer starts from what is committed. */
     int rc = n->flushed ? commit_locked(st, n, 0, 0) : 0;
-    if (rc == 0 && n->provisional) {
+    if (rc < 0) end_write(st, n, rc);
+    rc = 0;
+    if (n->provisional) {
         rc = fsmeta_keep_current(st->meta, n->ino);
         if (rc == 0) n->provisional = 0;
     }

@@ -60,6 +60,7 @@ struct store {
     ** their commit still owed. */
     uint64_t queued;
     unsigned long owed;
+    int lost; /* an owed commit failed: the next fsync of a directory says so */
     /* Set by the FUSE layer: pay the owed commits of files of family fam, so
     ** a new version of them finds its base committed (ingest.c find_base). */
     void (*settle_family)(void *ctx, const char *fam);

@@ -1,6 +1,7 @@
 #!/bin/bash
 # t_crash.sh: kill -9 of the daemon. Files fsync'd before the kill (and files
-# closed before it: their commit is in meta.db) are intact after a remount of
+# closed before it whose background commit was waited for with `sync MNT`:
+# it is in meta.db) are intact after a remount of
 # the same store, including a file written at random offsets, fsync'd and
 # still open at the kill: its body is in STORE/staging and must be recovered.
 # Files removed while open at the kill: a streamed one is purged, a staged
@@ -56,9 +57,10 @@ os.write(fd, data)
 os.fsync(fd)
 os.close(fd)
 EOF
-# Closed without fsync: committed at close.
+# Closed without fsync: committed in the background after close; `sync MNT` waits.
 rand_file "$REF/closed" $((3 * MIB + 5))
 cp "$REF/closed" "$MNT/closed"
+check "sync of the mount (pays the commit closing it left owed)" sync "$MNT"
 mkdir -p "$MNT/dir/sub"
 rand_file "$REF/nested" 12345
 cp "$REF/nested" "$MNT/dir/sub/nested"
