@@ -189,7 +189,27 @@ static inline __attribute__((always_inline)) size_t vinv4(int op, const uint8_t 
     }
     return i;
 }
+
+/* Element-major, in place: d[i] = the inverse op of delta d[i] on base b[i]
+** (a grouped delta, its planes already joined and gathered). */
+static inline __attribute__((always_inline)) size_t vapply2(int op, uint8_t *d,
+                                                            const uint8_t *b, size_t cnt)
+{
+    size_t i = 0;
+    for (; i + 8 <= cnt; i += 8) v_st(d + 2 * i, vinv1_16(op, v_ld(d + 2 * i), v_ld(b + 2 * i)));
+    return i;
+}
+
+static inline __attribute__((always_inline)) size_t vapply4(int op, uint8_t *d,
+                                                            const uint8_t *b, size_t cnt)
+{
+    size_t i = 0;
+    for (; i + 4 <= cnt; i += 4) v_st(d + 4 * i, vinv1_32(op, v_ld(d + 4 * i), v_ld(b + 4 * i)));
+    return i;
+}
 #else
+#define vapply2(op, d, b, cnt) ((size_t)0)
+#define vapply4(op, d, b, cnt) ((size_t)0)
 #define vfwd2(op, x, b, cnt, pl, stride) ((size_t)0)
 #define vinv2(op, pl, stride, b, cnt, dst) ((size_t)0)
 #define vfwd4(op, x, b, cnt, pl, stride) ((size_t)0)
@@ -197,6 +217,8 @@ static inline __attribute__((always_inline)) size_t vinv4(int op, const uint8_t 
 #endif
 #define vfwd1(op, x, b, cnt, pl, stride) ((size_t)0)
 #define vinv1(op, pl, stride, b, cnt, dst) ((size_t)0)
+#define vapply1(op, d, b, cnt) ((size_t)0)
+#define vapply8(op, d, b, cnt) ((size_t)0)
 #define vfwd8(op, x, b, cnt, pl, stride) ((size_t)0)
 #define vinv8(op, pl, stride, b, cnt, dst) ((size_t)0)
 
@@ -265,6 +287,15 @@ static inline __attribute__((always_inline)) size_t vinv4(int op, const uint8_t 
     {                                                                          \
         for (size_t i = vinv##W(op, pl, stride, b, cnt, dst); i < cnt; i++)    \
             inv_at##W(op, pl, stride, i, b, i, dst);                           \
+    }                                                                          \
+    /* Elements already joined (d, element-major): the op only, in place. */  \
+    static inline __attribute__((always_inline)) void apply##W(int op, uint8_t *d, \
+                                                               const uint8_t *b, size_t cnt) \
+    {                                                                          \
+        for (size_t i = vapply##W(op, d, b, cnt); i < cnt; i++) {              \
+            T x = inv1_##W(op, ld##W(d + W * i), ld##W(b + W * i));            \
+            memcpy(d + W * i, &x, W);                                          \
+        }                                                                      \
     }
 
 DEFINE_WIDTH(uint8_t, 1)
@@ -521,14 +552,19 @@ static void expand(uint8_t *s, size_t stride, size_t cnt, unsigned w, const uint
         for (size_t i = 0; i < cnt; i++)                                       \
             fwd_at##W(op, x, b, i, pl, cnt, at[GROUP_OF(W, b, i, gmap)]++);    \
     }                                                                          \
+    /* v: the deltas in group order with their planes joined; the gather    \
+    ** moves whole elements from TC_GROUPS streams, then the op runs in place \
+    ** on whole vectors. */                                                    \
     static inline __attribute__((always_inline)) void ginv##W(                 \
-        int op, const uint8_t *pl, const uint8_t *b, size_t cnt, const uint8_t gmap[256], \
+        int op, const uint8_t *v, const uint8_t *b, size_t cnt, const uint8_t gmap[256], \
         size_t at[TC_GROUPS], uint8_t *dst)                                    \
     {                                                                          \
         for (size_t i = 0; i < cnt; i++) {                                     \
             size_t j = at[GROUP_OF(W, b, i, gmap)]++;                          \
-            inv_at##W(op, pl, cnt, j < cnt ? j : cnt - 1, b, i, dst); /* sizes checked after */ \
+            j = j < cnt ? j : cnt - 1; /* sizes checked after */               \
+            memcpy(dst + W * i, v + W * j, W);                                 \
         }                                                                      \
+        apply##W(op, dst, b, cnt);                                             \
     }
 DEFINE_GROUP(uint16_t, 2)
 DEFINE_GROUP(uint32_t, 4)
@@ -886,7 +922,7 @@ static long get_body(int mode, const uint8_t *src, size_t avail, uint8_t *s, siz
 }
 
 /* Decode the TC_GROUPED body src[0..len) of a block of n bytes against
-** base (delta op op) into dst, using scratch s of group_scratch(n, w). The
+** base (delta op op) into dst, using scratch s of group_scratch(n, w) + n. The
 ** group sizes are stored, sparing a pass over the base; the gather checks
 ** them (a wrong size leaves some group's cursor short of its end). */
 static int decode_grouped(const uint8_t *src, size_t len, const uint8_t *base, unsigned w,
@@ -913,7 +949,9 @@ static int decode_grouped(const uint8_t *src, size_t len, const uint8_t *base, u
         off += 1 + (size_t)r;
     }
     if (off != len) return -EIO;
-    GROUP_WIDTHS(ginv, p, base, cnt, gmap, at, dst);
+    uint8_t *v = s + group_scratch(n, w);
+    inv(w, OP_ID, p, cnt, base, cnt, v); /* join the planes (vectorised) */
+    GROUP_WIDTHS(ginv, v, base, cnt, gmap, at, dst);
     for (int g = 0; g < ng; g++)
         if (at[g] != end[g]) return -EIO;
     return 0;
@@ -932,7 +970,7 @@ int tc_decode(const uint8_t *src, size_t len, const uint8_t *base, uint64_t base
         if (!base || len < 12 || ck_get64(src + 4) != base_hash) return -EIO;
         off = 12;
     }
-    uint8_t *s = scratch_get(mode == TC_GROUPED ? group_scratch(n, w) : n + (cnt + 7) / 8 + 16);
+    uint8_t *s = scratch_get(mode == TC_GROUPED ? group_scratch(n, w) + n : n + (cnt + 7) / 8 + 16);
     if (!s) return -ENOMEM;
     int op = op_of(mode, flags & 1, flags & 2);
     if (mode == TC_GROUPED) return decode_grouped(src + off, len - off, base, w, op, s, dst, n);
