@@ -363,7 +363,7 @@ int main(int argc, char **argv)
     }
     if (node_table_create(&fs.nodes) < 0 || hview_create(fs.st, &fs.view) < 0) return 1;
     name_mount(&args, cli.store);
-    fs.st->settle_family = fs_settle_family;
+    fs.st->settle_owed = fs_settle_owed;
     fs.st->settle_ctx = &fs;
     int ret = 1;
     struct fuse_session *se = fuse_session_new(&args, &fs_ops, sizeof fs_ops, &fs);

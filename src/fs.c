@@ -227,30 +227,32 @@ static void tune_once(struct fs *fs)
 struct settle {
     struct fs *fs;
     const char *fam;
+    uint64_t dir;
     int rc;
 };
 
 static void settle_one(struct node *n, void *ctx)
 {
     struct settle *s = ctx;
-    int rc = ingest_settle(s->fs->st, n, s->fam);
+    int rc = ingest_settle(s->fs->st, n, s->fam, s->dir);
     if (s->rc == 0) s->rc = rc;
     unpin(s->fs, n);
 }
 
-/* Pay every owed commit (ingest.h) of family fam (NULL: all): the history
-** view and fsync of a directory must show what writers have closed. */
-static int settle_some(struct fs *fs, const char *fam)
+/* Pay every owed commit (ingest.h) of family fam (NULL: all) in directory
+** dir (0: all): the history view and fsync of a directory must show what
+** writers have closed. */
+static int settle_some(struct fs *fs, const char *fam, uint64_t dir)
 {
-    struct settle s = {fs, fam, 0};
+    struct settle s = {fs, fam, dir, 0};
     if (__atomic_load_n(&fs->st->owed, __ATOMIC_ACQUIRE) > 0)
         node_foreach(fs->nodes, settle_one, &s);
     return s.rc;
 }
 
-static int settle_all(struct fs *fs) { return settle_some(fs, NULL); }
+static int settle_all(struct fs *fs) { return settle_some(fs, NULL, 0); }
 
-void fs_settle_family(void *ctx, const char *fam) { settle_some(ctx, fam); }
+void fs_settle_owed(void *ctx, const char *fam, uint64_t dir) { settle_some(ctx, fam, dir); }
 
 static void view_entry(fuse_req_t req, uint64_t parent, const char *name)
 {
@@ -981,7 +983,7 @@ static int get_xattr(struct fs *fs, uint64_t ino, const char *name, char *buf, s
     uint64_t ver;
     if (history_is_xattr(name)) {
         struct node *n = hview_owns(ino) ? NULL : node_find(fs->nodes, ino);
-        if (n) ingest_settle(fs->st, n, NULL); /* the version its writer closed */
+        if (n) ingest_settle(fs->st, n, NULL, 0); /* the version its writer closed */
         if (n) unpin(fs, n);
         CK_TRY(shown_version(fs, ino, &ver));
         return history_xattr(fs->st->meta, ver, name, buf, size);

@@ -37,8 +37,8 @@ int fs_recover(struct fs *fs);
 /* The committed content of ino was rewritten in the store (recode.h):
 ** forget what is cached of it (the kernel's pages are the caller's). */
 void fs_content_changed(struct fs *fs, uint64_t ino);
-/* Pay the owed commits of files of family fam (store.h settle_family; ctx
-** is the struct fs). */
-void fs_settle_family(void *ctx, const char *fam);
+/* Pay the owed commits of files of family fam in directory dir (store.h
+** settle_owed; ctx is the struct fs). */
+void fs_settle_owed(void *ctx, const char *fam, uint64_t dir);
 
 #endif

@@ -176,9 +176,9 @@ static void find_base(struct store *st, struct node *n)
     const char *fam = cutter_family(n->cut);
     __atomic_store_n(&n->famkey, fam ? XXH3_64bits(fam, strlen(fam)) : 0, __ATOMIC_RELEASE);
     /* Not inside a commit: its node may be owed itself (lock order, ingest.h). */
-    if (fam && !n->committing && st->settle_family &&
+    if (fam && !n->committing && st->settle_owed &&
         __atomic_load_n(&st->owed, __ATOMIC_ACQUIRE) > 0)
-        st->settle_family(st->settle_ctx, fam); /* the last version, closed a moment ago */
+        st->settle_owed(st->settle_ctx, fam, 0); /* the last version, closed a moment ago */
     struct extmap *m = NULL;
     struct fsm_tensor *t = NULL;
     size_t nt = 0;
@@ -196,6 +196,18 @@ static void find_base(struct store *st, struct node *n)
     cutter_set_base(n->cut, m, t, nt);
 }
 
+/* Before fp32 tensors look for the bf16 model beside them (xbase.h): the
+** model file closed a moment ago in the same directory must be committed. */
+static void settle_siblings(struct store *st, struct node *n)
+{
+    uint64_t parent;
+    char name[256];
+    if (n->committing || !st->settle_owed || __atomic_load_n(&st->owed, __ATOMIC_ACQUIRE) == 0 ||
+        fsmeta_name_of(st->meta, n->ino, &parent, name, sizeof name) < 0)
+        return;
+    st->settle_owed(st->settle_ctx, NULL, parent);
+}
+
 /* Describe the block raw = [off, off + len) just cut, for the encoder. */
 static void hint_for(struct store *st, struct node *n, const uint8_t *raw, uint64_t off,
                      size_t len, struct store_hint *h)
@@ -208,6 +220,7 @@ static void hint_for(struct store *st, struct node *n, const uint8_t *raw, uint6
         t = cutter_hint(n->cut, off, len, h);
     }
     if (t && h->width == 4 && h->is_float) {
+        if (!n->xb) settle_siblings(st, n);
         if (!n->xb) n->xb = xbase_new();
         xbase_hint(n->xb, st, n->ino, t, (off - t->off) / 4, raw, len, h);
     }
@@ -563,11 +576,17 @@ int ingest_flush(struct store *st, struct node *n)
     return rc;
 }
 
-int ingest_settle(struct store *st, struct node *n, const char *fam)
+int ingest_settle(struct store *st, struct node *n, const char *fam, uint64_t dir)
 {
     if (!__atomic_load_n(&n->flushed, __ATOMIC_ACQUIRE)) return 0;
-    /* Not n's family: no need to wait for n's lock (a commit may hold it). */
+    /* Not n's family or directory: no need to wait for n's lock (a commit
+    ** may hold it). */
     if (fam && __atomic_load_n(&n->famkey, __ATOMIC_ACQUIRE) != XXH3_64bits(fam, strlen(fam)))
+        return 0;
+    uint64_t parent;
+    char name[256];
+    if (dir && (fsmeta_name_of(st->meta, n->ino, &parent, name, sizeof name) < 0 ||
+                parent != dir))
         return 0;
     pthread_mutex_lock(&n->mu);
     const char *f = n->cut ? cutter_family(n->cut) : NULL;

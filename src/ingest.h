@@ -57,12 +57,13 @@ int ingest_commit(struct store *st, struct node *n, int durable, int final);
 ** dirty file commits (provisionally) now. */
 int ingest_flush(struct store *st, struct node *n);
 /* Pay n's owed commit, if it has one (provisionally: its release promotes
-** it); with fam, only if n is of that family (cutter.h). Lock order: only
+** it); with fam, only if n is of that family (cutter.h); with dir, only if
+** n is in that directory. Lock order: only
 ** a writer, holding its own node, settles others while holding a node;
 ** a node being written is never owed (writes clear it first) and a commit
 ** settles no other node (node.committing), so an owed node's lock holders
 ** never wait for another node's. */
-int ingest_settle(struct store *st, struct node *n, const char *fam);
+int ingest_settle(struct store *st, struct node *n, const char *fam, uint64_t dir);
 /* A new writer opens n: a provisional version left by an earlier handle's
 ** close is kept (that handle's release may still be on its way). */
 int ingest_open_writer(struct store *st, struct node *n);

@@ -61,9 +61,11 @@ struct store {
     uint64_t queued;
     unsigned long owed;
     int lost; /* an owed commit failed: the next fsync of a directory says so */
-    /* Set by the FUSE layer: pay the owed commits of files of family fam, so
-    ** a new version of them finds its base committed (ingest.c find_base). */
-    void (*settle_family)(void *ctx, const char *fam);
+    /* Set by the FUSE layer: pay the owed commits of files of family fam
+    ** (NULL: any) in directory dir (0: any), so a file being written finds
+    ** its bases committed: its previous version (ingest.c find_base), the
+    ** model file beside an optimizer file (xbase.h). */
+    void (*settle_owed)(void *ctx, const char *fam, uint64_t dir);
     void *settle_ctx;
 };
 

@@ -104,7 +104,27 @@ n = struct.unpack("<Q", raw[:8])[0]
 hdr = json.loads(raw[8:8 + n])
 assert any(v.get("dtype") == "BF16" for k, v in hdr.items() if k != "__metadata__")
 PY
+
 umount_fs
+
+# Write-behind: the model file's commit may still be owed when the optimizer
+# file beside it starts streaming (one slow worker makes that likely); its
+# master weights must still find the model. On a fresh store, where nothing
+# else can be their base, as much of the optimizer as in $first is "wide".
+wide_of() { "$CKPTCTL" log "$STORE" "$1" | tail -1 | grep -o 'wide [0-9.]*' | cut -d' ' -f2; }
+want=$(wide_of "/$first/optimizer.pt")
+main_store=$STORE
+STORE=$T/store-behind
+mount_fs threads=1,worker_nice=19
+cp "$REF/run/$last/model.safetensors" "$MNT/"
+cp "$REF/run/$last/optimizer.pt" "$MNT/"
+got=$(wide_of /optimizer.pt)
+log "optimizer.pt right after its model: wide ${got:-0}%, $first on the main store ${want:-0}%"
+python3 -c "import sys; sys.exit(float('${got:-0}') < 0.8 * float('${want:-0}') or float('${want:-0}') == 0)" ||
+    fail "the master weights written right after the model found it for ${got:-0}% of the file, want about ${want:-0}%"
+same_file "$MNT/optimizer.pt" "$REF/run/$last/optimizer.pt"
+umount_fs
+STORE=$main_store
 
 # Plain blocks (the safetensors header, runs of small tensors between two
 # big ones) delta against the same bytes of the previous checkpoint: the
