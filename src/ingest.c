@@ -326,7 +326,6 @@ static int write_locked(struct store *st, struct node *n, const void *buf, size_
         n->size = CK_MAX(n->size, off + len);
     }
     n->dirty = 1;
-    set_owed(st, n, 0);
     n->mtime = n->ctime = ck_now_ns();
     return 0;
 }
