@@ -1,0 +1,183 @@
+/*
+** unit_pool.c: the worker pool (pool.h): the cost budget that bounds the
+** write buffer (try_submit refuses, submit waits), a job costlier than the
+** whole budget admitted when the pool is idle, FIFO order past the ring's
+** first size, and the workers' nice value.
+*/
+#include "../src/pool.h"
+#include "unit_util.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+/* A gate jobs wait at until the test opens it. */
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+static int open_gate, started, ran, order_ok, next_seq, nice_seen;
+
+static void reset(void)
+{
+    open_gate = started = ran = next_seq = 0;
+    order_ok = 1;
+}
+
+static void gate_job(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&mu);
+    started++;
+    pthread_cond_broadcast(&cv);
+    while (!open_gate) pthread_cond_wait(&cv, &mu);
+    ran++;
+    pthread_mutex_unlock(&mu);
+}
+
+static void seq_job(void *arg)
+{
+    int seq = (int)(intptr_t)arg;
+    pthread_mutex_lock(&mu);
+    if (seq != next_seq++) order_ok = 0;
+    ran++;
+    pthread_mutex_unlock(&mu);
+}
+
+static void nice_job(void *arg)
+{
+    (void)arg;
+    errno = 0;
+    int v = getpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid));
+    pthread_mutex_lock(&mu);
+    nice_seen = errno ? -100 : v;
+    ran++;
+    pthread_mutex_unlock(&mu);
+}
+
+static void wait_started(int n)
+{
+    pthread_mutex_lock(&mu);
+    while (started < n) pthread_cond_wait(&cv, &mu);
+    pthread_mutex_unlock(&mu);
+}
+
+static void open_the_gate(void)
+{
+    pthread_mutex_lock(&mu);
+    open_gate = 1;
+    pthread_cond_broadcast(&cv);
+    pthread_mutex_unlock(&mu);
+}
+
+START_TEST(test_budget)
+{
+    pool *p;
+    reset();
+    ck_assert_int_eq(pool_create(1, 100, 0, &p), 0);
+    ck_assert_int_eq(pool_try_submit(p, gate_job, NULL, 60), 0);
+    wait_started(1); /* running: its cost stays counted until it ends */
+    ck_assert_int_eq(pool_try_submit(p, gate_job, NULL, 50), -EAGAIN);
+    ck_assert_int_eq(pool_try_submit(p, gate_job, NULL, 40), 0); /* exactly the budget */
+    ck_assert_int_eq(pool_try_submit(p, gate_job, NULL, 1), -EAGAIN);
+    open_the_gate();
+    pool_destroy(p); /* finishes what was queued */
+    ck_assert_int_eq(ran, 2);
+}
+END_TEST
+
+START_TEST(test_oversized_job_when_idle)
+{
+    pool *p;
+    reset();
+    ck_assert_int_eq(pool_create(1, 10, 0, &p), 0);
+    ck_assert_int_eq(pool_try_submit(p, gate_job, NULL, 1000), 0);
+    wait_started(1);
+    ck_assert_int_eq(pool_try_submit(p, gate_job, NULL, 1), -EAGAIN);
+    open_the_gate();
+    pool_destroy(p);
+    ck_assert_int_eq(ran, 1);
+}
+END_TEST
+
+struct waiter {
+    pool *p;
+    int rc, gate_was_open;
+};
+
+static void *blocked_submit(void *arg)
+{
+    struct waiter *w = arg;
+    w->rc = pool_submit(w->p, gate_job, NULL, 60);
+    pthread_mutex_lock(&mu);
+    w->gate_was_open = open_gate;
+    pthread_mutex_unlock(&mu);
+    return NULL;
+}
+
+START_TEST(test_submit_waits_for_budget)
+{
+    pool *p;
+    pthread_t t;
+    reset();
+    ck_assert_int_eq(pool_create(1, 100, 0, &p), 0);
+    ck_assert_int_eq(pool_submit(p, gate_job, NULL, 60), 0);
+    wait_started(1);
+    struct waiter w = {p, -1, 0};
+    ck_assert_int_eq(pthread_create(&t, NULL, blocked_submit, &w), 0);
+    usleep(50000); /* it would return now if it did not wait */
+    open_the_gate();
+    pthread_join(t, NULL);
+    ck_assert_int_eq(w.rc, 0);
+    ck_assert_int_eq(w.gate_was_open, 1);
+    pool_destroy(p);
+    ck_assert_int_eq(ran, 2);
+}
+END_TEST
+
+START_TEST(test_fifo_past_ring_growth)
+{
+    enum { N = 1000 };
+    pool *p;
+    reset();
+    ck_assert_int_eq(pool_create(1, (size_t)-1, 0, &p), 0);
+    ck_assert_int_eq(pool_submit(p, gate_job, NULL, 1), 0);
+    wait_started(1); /* the one worker is held: the rest queue up */
+    for (int i = 0; i < N; i++)
+        ck_assert_int_eq(pool_submit(p, seq_job, (void *)(intptr_t)i, 1), 0);
+    open_the_gate();
+    pool_destroy(p);
+    ck_assert_int_eq(ran, N + 1);
+    ck_assert_int_eq(order_ok, 1);
+}
+END_TEST
+
+START_TEST(test_workers_nice)
+{
+    pool *p;
+    reset();
+    errno = 0;
+    int base = getpriority(PRIO_PROCESS, 0);
+    ck_assert_int_eq(errno, 0);
+    ck_assert_int_eq(pool_create(1, 1, 7, &p), 0);
+    ck_assert_int_eq(pool_submit(p, nice_job, NULL, 1), 0);
+    pool_destroy(p);
+    ck_assert_int_eq(ran, 1);
+    /* Raising the value is always allowed; from above 7 it needs privilege. */
+    ck_assert_int_eq(nice_seen, base <= 7 || geteuid() == 0 ? 7 : base);
+}
+END_TEST
+
+int main(void)
+{
+    ut_root_init("pool");
+    Suite *s = suite_create("pool");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, test_budget);
+    tcase_add_test(tc, test_oversized_job_when_idle);
+    tcase_add_test(tc, test_submit_waits_for_budget);
+    tcase_add_test(tc, test_fifo_past_ring_growth);
+    tcase_add_test(tc, test_workers_nice);
+    suite_add_tcase(s, tc);
+    return ut_run(s);
+}
