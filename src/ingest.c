@@ -175,8 +175,8 @@ static void find_base(struct store *st, struct node *n)
     if (fsmeta_path(st->meta, n->ino, path, sizeof path) == 0) cutter_set_family(n->cut, path);
     const char *fam = cutter_family(n->cut);
     __atomic_store_n(&n->famkey, fam ? XXH3_64bits(fam, strlen(fam)) : 0, __ATOMIC_RELEASE);
-    /* Not inside a commit: its node may be owed itself (lock order, ingest.h). */
-    if (fam && !n->committing && st->settle_owed &&
+    /* Not while n is owed itself (a commit paying it): lock order, ingest.h. */
+    if (fam && !n->flushed && st->settle_owed &&
         __atomic_load_n(&st->owed, __ATOMIC_ACQUIRE) > 0)
         st->settle_owed(st->settle_ctx, fam, 0); /* the last version, closed a moment ago */
     struct extmap *m = NULL;
@@ -202,7 +202,7 @@ static void settle_siblings(struct store *st, struct node *n)
 {
     uint64_t parent;
     char name[256];
-    if (n->committing || !st->settle_owed || __atomic_load_n(&st->owed, __ATOMIC_ACQUIRE) == 0 ||
+    if (n->flushed || !st->settle_owed || __atomic_load_n(&st->owed, __ATOMIC_ACQUIRE) == 0 ||
         fsmeta_name_of(st->meta, n->ino, &parent, name, sizeof name) < 0)
         return;
     st->settle_owed(st->settle_ctx, NULL, parent);
@@ -339,9 +339,21 @@ int ingest_write(struct store *st, struct node *n, const void *buf, size_t len,
     return rc;
 }
 
+/* What the last writers closed becomes a version (kept, not provisional)
+** before anyone changes it again. */
+static int pay_owed(struct store *st, struct node *n)
+{
+    int rc = n->flushed ? commit_locked(st, n, 0, 0) : 0;
+    if (rc == 0 && n->provisional) {
+        rc = fsmeta_keep_current(st->meta, n->ino);
+        if (rc == 0) n->provisional = 0;
+    }
+    return rc;
+}
+
 static int truncate_locked(struct store *st, struct node *n, uint64_t size)
 {
-    if (n->flushed) CK_TRY(commit_locked(st, n, 0, 0)); /* what was closed is a version */
+    CK_TRY(pay_owed(st, n));
     CK_TRY(settle(n));
     if (n->mode == NODE_CLEAN && size == 0) {
         CK_TRY(load_committed(st, n, NULL));
@@ -456,13 +468,11 @@ static int commit_dirty(struct store *st, struct node *n, int durable, int provi
     ** adopted after a crash: make it at least as new on disk as the version
     ** committed now, or power loss could bring back an older, torn body. */
     if (n->mode == NODE_STAGE && fdatasync(n->stage_fd) < 0) return -errno;
-    n->committing = 1; /* stage_encode and gather may cut and look for bases */
-    int rc = n->mode == NODE_STAGE ? stage_encode(st, n) : 0;
+    int rc = n->mode == NODE_STAGE ? stage_encode(st, n) : 0; /* may look for bases */
     if (rc == 0) rc = settle(n);
     struct fsm_extent *v = NULL;
     size_t k = 0;
     if (rc == 0) rc = gather(st, n, &v, &k);
-    n->committing = 0;
     if (rc < 0) return rc;
     rc = fsmeta_begin(st->meta, durable);
     if (rc == 0) {
@@ -597,15 +607,14 @@ int ingest_settle(struct store *st, struct node *n, const char *fam, uint64_t di
 int ingest_open_writer(struct store *st, struct node *n)
 {
     pthread_mutex_lock(&n->mu);
-    /* What the last writers closed becomes a version before this one changes
-    ** it. If that fails, it fails as their final commit would have: logged,
-    ** kept for fsync, and this writer starts from what is committed. */
-    int rc = n->flushed ? commit_locked(st, n, 0, 0) : 0;
-    if (rc < 0) end_write(st, n, rc);
-    rc = 0;
-    if (n->provisional) {
-        rc = fsmeta_keep_current(st->meta, n->ino);
-        if (rc == 0) n->provisional = 0;
+    /* If paying fails and no other writer is open, it fails as the last
+    ** writers' final commit would have: logged, kept for fsync, and this
+    ** writer starts from what is committed. With another writer still
+    ** open, its acknowledged writes stay and this open fails. */
+    int rc = pay_owed(st, n);
+    if (rc < 0 && __atomic_load_n(&n->nwriters, __ATOMIC_ACQUIRE) <= 1) {
+        end_write(st, n, rc);
+        rc = 0;
     }
     pthread_mutex_unlock(&n->mu);
     return rc;

@@ -61,7 +61,7 @@ int ingest_flush(struct store *st, struct node *n);
 ** n is in that directory. Lock order: only
 ** a writer, holding its own node, settles others while holding a node;
 ** a node being written is never owed (writes clear it first) and a commit
-** settles no other node (node.committing), so an owed node's lock holders
+** paying an owed node settles no other node, so an owed node's lock holders
 ** never wait for another node's. */
 int ingest_settle(struct store *st, struct node *n, const char *fam, uint64_t dir);
 /* A new writer opens n: a provisional version left by an earlier handle's

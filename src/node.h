@@ -45,7 +45,6 @@ struct node {
                               since its last change: a commit is owed */
     uint64_t famkey;       /* hash of the cutter's family, 0 if none: read
                               without mu, to skip others' families unlocked */
-    int committing;        /* inside commit_dirty: settle no other node */
     int lost;              /* an owed commit failed: the next fsync says so */
     uint64_t size;         /* current size while not clean */
     int64_t mtime, ctime;  /* times of the last change while not clean */

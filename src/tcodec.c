@@ -715,7 +715,8 @@ static double estimate_grouped(unsigned w, int op, const uint8_t *raw, const uin
 }
 
 /* Scratch of a grouped encode or decode: the planes in group order (p),
-** then a change mask. */
+** then a change mask; a decode takes n bytes more after it (the joined
+** elements). */
 static size_t group_scratch(size_t n, unsigned w) { return n + n / (8 * w) + 16; }
 
 /* Worth trying: float elements of 2+ bytes, and a block large enough that
