@@ -983,8 +983,10 @@ static int get_xattr(struct fs *fs, uint64_t ino, const char *name, char *buf, s
     uint64_t ver;
     if (history_is_xattr(name)) {
         struct node *n = hview_owns(ino) ? NULL : node_find(fs->nodes, ino);
-        if (n) ingest_settle(fs->st, n, NULL, 0); /* the version its writer closed */
-        if (n) unpin(fs, n);
+        if (n) {
+            ingest_settle(fs->st, n, NULL, 0); /* the version its writer closed */
+            unpin(fs, n);
+        }
         CK_TRY(shown_version(fs, ino, &ver));
         return history_xattr(fs->st->meta, ver, name, buf, size);
     }

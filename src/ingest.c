@@ -80,24 +80,17 @@ static int submit_block(struct store *st, struct node *n, uint8_t *raw, size_t l
     return 0;
 }
 
-/* Wait for the workers; return (and keep) the first error they met. */
-static int settle(struct node *n)
+/* The first error the workers met (kept), after waiting for them if wait. */
+static int worker_err(struct node *n, int wait)
 {
     pthread_mutex_lock(&n->cmu);
-    while (n->inflight > 0) pthread_cond_wait(&n->ccv, &n->cmu);
+    while (wait && n->inflight > 0) pthread_cond_wait(&n->ccv, &n->cmu);
     int rc = n->err;
     pthread_mutex_unlock(&n->cmu);
     return rc;
 }
 
-/* The first error a worker met, without waiting for the others. */
-static int worker_err(struct node *n)
-{
-    pthread_mutex_lock(&n->cmu);
-    int rc = n->err;
-    pthread_mutex_unlock(&n->cmu);
-    return rc;
-}
+static int settle(struct node *n) { return worker_err(n, 1); }
 
 /* Mark (on 1) or clear n's owed commit, counted in st->owed. Clear it
 ** wherever the content changes or is committed. */
@@ -313,15 +306,16 @@ static int write_locked(struct store *st, struct node *n, const void *buf, size_
 {
     /* No settle: blocks of one stream encode on every worker at once. A
     ** change of mode settles itself (to_stage); clean nodes have no jobs. */
-    CK_TRY(worker_err(n));
+    CK_TRY(worker_err(n, 0));
     set_owed(st, n, 0); /* first: a node being written is never owed (lock order) */
     if (n->mode == NODE_CLEAN) CK_TRY(leave_clean(st, n));
     if (n->mode == NODE_STREAM && off != n->send) CK_TRY(to_stage(st, n));
+    /* Streamed bytes all need room (ENOSPC here, not after close); a staged
+    ** file only what it grows by, roughly. */
+    if (n->mode == NODE_STREAM || off + len > n->size) CK_TRY(store_space(st, len));
     if (n->mode == NODE_STREAM) {
-        CK_TRY(store_space(st, len)); /* ENOSPC here, not after close */
         CK_TRY(stream_append(st, n, buf, len));
     } else {
-        if (off + len > n->size) CK_TRY(store_space(st, len));
         CK_TRY(ck_pwrite_full(n->stage_fd, buf, len, off));
         n->size = CK_MAX(n->size, off + len);
     }
@@ -576,7 +570,7 @@ int ingest_flush(struct store *st, struct node *n)
     pthread_mutex_lock(&n->mu);
     int rc;
     if (n->mode == NODE_STREAM && n->dirty) {
-        rc = worker_err(n);
+        rc = worker_err(n, 0);
         set_owed(st, n, 1);
     } else {
         rc = commit_locked(st, n, 0, 0);
