@@ -2,7 +2,9 @@
 ** bcache.c: LRU cache of decoded blocks (see bcache.h).
 **
 ** A small open hash over a doubly linked LRU list. Copies happen under the
-** lock: a block is at most a few MiB and the machines are small.
+** lock: a block is at most a few MiB and the machines are small. Claims
+** (blocks being decoded) are a short array: with more than NCLAIM decodes
+** at once, the extra ones go unclaimed and may be decoded twice.
 */
 #include "bcache.h"
 #include "common.h"
@@ -12,6 +14,7 @@
 #include <string.h>
 
 #define NBUCKET 256
+#define NCLAIM 32
 
 struct entry {
     uint64_t key;
@@ -23,6 +26,9 @@ struct entry {
 
 struct bcache {
     pthread_mutex_t mu;
+    pthread_cond_t claim_cv;      /* a claim ended */
+    uint64_t claim[NCLAIM];       /* keys being decoded */
+    int nclaim;
     size_t cap, used;
     struct entry *head, *tail;
     struct entry *bucket[NBUCKET];
@@ -33,6 +39,7 @@ int bcache_create(size_t cap_bytes, bcache **out)
     bcache *c = calloc(1, sizeof *c);
     if (!c) return -ENOMEM;
     pthread_mutex_init(&c->mu, NULL);
+    pthread_cond_init(&c->claim_cv, NULL);
     c->cap = cap_bytes;
     *out = c;
     return 0;
@@ -47,6 +54,7 @@ void bcache_destroy(bcache *c)
         free(e);
     }
     pthread_mutex_destroy(&c->mu);
+    pthread_cond_destroy(&c->claim_cv);
     free(c);
 }
 
@@ -89,11 +97,10 @@ static void evict(bcache *c, struct entry *e)
     free(e);
 }
 
-/* Look key up; when it holds [off, off + len), copy that to dst (unless
-** NULL) and move it to the head, or with last to the tail. */
-static int get(bcache *c, uint64_t key, size_t off, size_t len, void *dst, int last)
+/* Under c->mu: look key up; when it holds [off, off + len), copy that to
+** dst (unless NULL) and move it to the head, or with last to the tail. */
+static int get_locked(bcache *c, uint64_t key, size_t off, size_t len, void *dst, int last)
 {
-    pthread_mutex_lock(&c->mu);
     struct entry *e = *slot(c, key);
     int hit = e != NULL && off + len <= e->len;
     if (hit) {
@@ -101,8 +108,63 @@ static int get(bcache *c, uint64_t key, size_t off, size_t len, void *dst, int l
         lru_unlink(c, e);
         lru_push(c, e, last);
     }
+    return hit;
+}
+
+static int get(bcache *c, uint64_t key, size_t off, size_t len, void *dst, int last)
+{
+    pthread_mutex_lock(&c->mu);
+    int hit = get_locked(c, key, off, len, dst, last);
     pthread_mutex_unlock(&c->mu);
     return hit;
+}
+
+/* Under c->mu: index of key's claim, or -1. */
+static int claim_find(const bcache *c, uint64_t key)
+{
+    for (int i = 0; i < c->nclaim; i++)
+        if (c->claim[i] == key) return i;
+    return -1;
+}
+
+/* Under c->mu: end key's claim, if any, and wake its waiters. */
+static void claim_end(bcache *c, uint64_t key)
+{
+    int i = claim_find(c, key);
+    if (i < 0) return;
+    c->claim[i] = c->claim[--c->nclaim];
+    pthread_cond_broadcast(&c->claim_cv);
+}
+
+int bcache_get_claim(bcache *c, uint64_t key, size_t off, size_t len, void *dst, int wait)
+{
+    pthread_mutex_lock(&c->mu);
+    int rc;
+    for (;;) {
+        if (get_locked(c, key, off, len, dst, 0)) {
+            rc = BCACHE_HIT;
+            break;
+        }
+        if (claim_find(c, key) < 0) {
+            if (c->nclaim < NCLAIM) c->claim[c->nclaim++] = key;
+            rc = BCACHE_MINE;
+            break;
+        }
+        if (!wait) {
+            rc = BCACHE_BUSY;
+            break;
+        }
+        pthread_cond_wait(&c->claim_cv, &c->mu);
+    }
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
+void bcache_unclaim(bcache *c, uint64_t key)
+{
+    pthread_mutex_lock(&c->mu);
+    claim_end(c, key);
+    pthread_mutex_unlock(&c->mu);
 }
 
 int bcache_get(bcache *c, uint64_t key, size_t off, size_t len, void *dst)
@@ -126,10 +188,12 @@ void bcache_put(bcache *c, uint64_t key, void *buf, size_t len, int cold)
     if (!e || len > c->cap) {
         free(e);
         free(buf);
+        bcache_unclaim(c, key); /* its waiters decode it themselves */
         return;
     }
     *e = (struct entry){.key = key, .buf = buf, .len = len};
     pthread_mutex_lock(&c->mu);
+    claim_end(c, key);
     struct entry **p = slot(c, key);
     if (*p) evict(c, *p); /* a racing reader decoded it too */
     while (c->used + len > c->cap && c->tail) evict(c, c->tail);

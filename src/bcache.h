@@ -36,8 +36,18 @@ int bcache_get_last(bcache *c, uint64_t key, size_t off, size_t len, void *dst);
 ** was cached. */
 int bcache_mark_last(bcache *c, uint64_t key);
 /* Insert a decoded block; the cache takes ownership of buf (malloc'd). It
-** is the most recently used, or with cold the first to go. */
+** is the most recently used, or with cold the first to go. Ends a claim
+** on key. */
 void bcache_put(bcache *c, uint64_t key, void *buf, size_t len, int cold);
+
+/* Decoding a block once: like bcache_get, but a miss claims key for the
+** caller, who decodes it and ends the claim with bcache_put, or with
+** bcache_unclaim on failure. Meanwhile others asking for key wait (wait)
+** and then copy it, or get BCACHE_BUSY. Claims never wait on each other in
+** a cycle because a block's base is always an older record. */
+enum { BCACHE_MINE = 0, BCACHE_HIT = 1, BCACHE_BUSY = 2 };
+int bcache_get_claim(bcache *c, uint64_t key, size_t off, size_t len, void *dst, int wait);
+void bcache_unclaim(bcache *c, uint64_t key);
 
 /* Key of the record at (pack, off). */
 static inline uint64_t bcache_key(uint32_t pack, uint64_t off)

@@ -157,8 +157,9 @@ static int block_copy(struct store *st, const struct fsm_chunk *c, int how, uint
 {
     if (!(*out = malloc(c->raw_len ? c->raw_len : 1))) return -ENOMEM;
     uint64_t key = bcache_key(c->pack, c->off);
-    int cached = how == GET_LAST ? bcache_get_last(st->cache, key, 0, c->raw_len, *out)
-                                 : bcache_get(st->cache, key, 0, c->raw_len, *out);
+    int cached = how == GET_LAST
+                     ? bcache_get_last(st->cache, key, 0, c->raw_len, *out)
+                     : bcache_get_claim(st->cache, key, 0, c->raw_len, *out, 1) == BCACHE_HIT;
     if (hit) *hit = cached;
     int rc = cached            ? 0
              : how == GET_LAST ? load_block(st, c, *out, 1)
@@ -313,16 +314,17 @@ int store_verify_block(struct store *st, const struct fsm_chunk *c, void *dst)
     return load_block(st, c, dst, 0);
 }
 
-/* Decode c's block into the cache (cold: as the first to go), first
-** copying [off, off + len) of it to dst unless dst is NULL. */
+/* Decode c's block, claimed by the caller (bcache_get_claim), into the
+** cache (cold: as the first to go), first copying [off, off + len) of it to
+** dst unless dst is NULL. */
 static int fill_cache(struct store *st, const struct fsm_chunk *c, uint64_t key,
                       size_t off, size_t len, void *dst, int cold)
 {
     uint8_t *buf = malloc(c->raw_len ? c->raw_len : 1);
-    if (!buf) return -ENOMEM;
-    int rc = load_block(st, c, buf, cold);
+    int rc = buf ? load_block(st, c, buf, cold) : -ENOMEM;
     if (rc < 0) {
         free(buf);
+        bcache_unclaim(st->cache, key);
         return rc;
     }
     if (dst) memcpy(dst, buf + off, len);
@@ -334,7 +336,7 @@ int store_read_block(struct store *st, const struct fsm_chunk *c, size_t off,
                      size_t len, void *dst)
 {
     uint64_t key = bcache_key(c->pack, c->off);
-    if (bcache_get(st->cache, key, off, len, dst)) return 0;
+    if (bcache_get_claim(st->cache, key, off, len, dst, 1) == BCACHE_HIT) return 0;
     return fill_cache(st, c, key, off, len, dst, 0);
 }
 
@@ -342,7 +344,8 @@ void store_prefetch_block(struct store *st, const struct fsm_chunk *c)
 {
     uint8_t probe;
     uint64_t key = bcache_key(c->pack, c->off);
-    if (c->raw_len && !bcache_get(st->cache, key, 0, 1, &probe))
+    /* A block someone is decoding already is left to them. */
+    if (c->raw_len && bcache_get_claim(st->cache, key, 0, 1, &probe, 0) == BCACHE_MINE)
         fill_cache(st, c, key, 0, 0, NULL, 0); /* a reader meets and reports errors */
 }
 

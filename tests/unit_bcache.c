@@ -1,10 +1,14 @@
 /*
 ** unit_bcache.c: the decoded block cache (bcache.h): bounds, LRU order,
 ** and the writer's policy for delta bases, which must keep serving a
-** fixed share of the bases when a checkpoint is larger than the cache.
+** fixed share of the bases when a checkpoint is larger than the cache,
+** and claims, which let one reader decode a block while others wait.
 */
 #include "../src/bcache.h"
 #include "unit_util.h"
+
+#include <pthread.h>
+#include <unistd.h>
 
 #define BLK 1000
 
@@ -94,6 +98,67 @@ START_TEST(test_cyclic_bases)
 }
 END_TEST
 
+START_TEST(test_claims)
+{
+    bcache *c;
+    uint8_t probe[BLK];
+    ck_assert_int_eq(bcache_create(3 * BLK, &c), 0);
+    ck_assert_int_eq(bcache_get_claim(c, 7, 0, BLK, probe, 0), BCACHE_MINE);
+    ck_assert_int_eq(bcache_get_claim(c, 7, 0, BLK, probe, 0), BCACHE_BUSY);
+    ck_assert_int_eq(bcache_get_claim(c, 8, 0, BLK, probe, 0), BCACHE_MINE); /* per key */
+    put_block(c, 7, 0); /* ends the claim */
+    probe[0] = 0;
+    ck_assert_int_eq(bcache_get_claim(c, 7, 0, BLK, probe, 0), BCACHE_HIT);
+    ck_assert_uint_eq(probe[0], 7);
+    bcache_unclaim(c, 8); /* a failed decode: the next asker decodes */
+    ck_assert_int_eq(bcache_get_claim(c, 8, 0, BLK, probe, 0), BCACHE_MINE);
+    bcache_put(c, 8, ut_xmalloc(4 * BLK), 4 * BLK, 0); /* too large: dropped, claim ended */
+    ck_assert_int_eq(bcache_get_claim(c, 8, 0, BLK, probe, 0), BCACHE_MINE);
+    bcache_destroy(c);
+}
+END_TEST
+
+struct waiter {
+    bcache *c;
+    uint64_t key;
+    int rc;
+    uint8_t got[BLK];
+};
+
+static void *wait_claim(void *arg)
+{
+    struct waiter *w = arg;
+    w->rc = bcache_get_claim(w->c, w->key, 0, BLK, w->got, 1);
+    return NULL;
+}
+
+/* A waiter returns only when the claim ends: with the block when it was
+** cached, else with the claim passed to it. */
+START_TEST(test_claim_waiters)
+{
+    bcache *c;
+    uint8_t probe[BLK];
+    ck_assert_int_eq(bcache_create(3 * BLK, &c), 0);
+    struct waiter w[2] = {{.c = c, .key = 5, .rc = -1}, {.c = c, .key = 6, .rc = -1}};
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++) {
+        ck_assert_int_eq(bcache_get_claim(c, w[i].key, 0, BLK, probe, 1), BCACHE_MINE);
+        ck_assert_int_eq(pthread_create(&t[i], NULL, wait_claim, &w[i]), 0);
+    }
+    usleep(50 * 1000);
+    ck_assert_int_eq(__atomic_load_n(&w[0].rc, __ATOMIC_ACQUIRE), -1); /* still waiting */
+    ck_assert_int_eq(__atomic_load_n(&w[1].rc, __ATOMIC_ACQUIRE), -1);
+    put_block(c, 5, 0);
+    bcache_unclaim(c, 6);
+    for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
+    ck_assert_int_eq(w[0].rc, BCACHE_HIT);
+    ck_assert_uint_eq(w[0].got[BLK - 1], 5);
+    ck_assert_int_eq(w[1].rc, BCACHE_MINE);
+    ck_assert_int_eq(bcache_get_claim(c, 6, 0, BLK, probe, 0), BCACHE_BUSY); /* now its */
+    bcache_destroy(c);
+}
+END_TEST
+
 int main(void)
 {
     ut_root_init("bcache");
@@ -102,6 +167,8 @@ int main(void)
     tcase_add_test(tc, test_bounds_and_ranges);
     tcase_add_test(tc, test_last_and_cold);
     tcase_add_test(tc, test_cyclic_bases);
+    tcase_add_test(tc, test_claims);
+    tcase_add_test(tc, test_claim_waiters);
     suite_add_tcase(s, tc);
     return ut_run(s);
 }
