@@ -4,6 +4,11 @@
 ** Appends reserve their byte range under a mutex and write outside it, so
 ** several threads fill one pack at once. File descriptors stay open for the
 ** life of the packset; a read opens a pack on first use.
+**
+** pack_read_held reads a record that is not in the page cache with
+** O_DIRECT, from the disk straight into the caller's buffer: a cold read
+** would otherwise copy every compressed byte once more (page cache to
+** buffer), and cache it twice (the mount's page cache holds it decoded).
 */
 #include "pack.h"
 #include "common.h"
@@ -16,6 +21,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -28,6 +34,8 @@ struct packset {
     struct pack_opts o;
     pthread_mutex_t mu;
     int *fds;          /* fds[id], -1 when not open */
+    int *dfds;         /* O_DIRECT ones for cold reads: -1 not open, -2 unsupported */
+    uint64_t direct;   /* records read with them */
     uint32_t nfds;
     uint32_t max_id;   /* highest id on disk */
     uint32_t cur;      /* pack taking appends; 0 before the first append */
@@ -96,7 +104,10 @@ void pack_close(packset *ps)
     if (!ps) return;
     for (uint32_t i = 0; i < ps->nfds; i++)
         if (ps->fds[i] >= 0) close(ps->fds[i]);
+    for (uint32_t i = 0; i < ps->nfds; i++)
+        if (ps->dfds[i] >= 0) close(ps->dfds[i]);
     free(ps->fds);
+    free(ps->dfds);
     close(ps->dirfd);
     pthread_mutex_destroy(&ps->mu);
     free(ps);
@@ -111,9 +122,11 @@ static int *fd_slot(packset *ps, uint32_t id)
         uint32_t n = ps->nfds ? ps->nfds : 16;
         while (n <= id) n *= 2;
         int *f = realloc(ps->fds, n * sizeof *f);
-        if (!f) return NULL;
-        for (uint32_t i = ps->nfds; i < n; i++) f[i] = -1;
-        ps->fds = f;
+        if (f) ps->fds = f;
+        int *d = f ? realloc(ps->dfds, n * sizeof *d) : NULL;
+        if (!d) return NULL;
+        ps->dfds = d;
+        for (uint32_t i = ps->nfds; i < n; i++) f[i] = d[i] = -1;
         ps->nfds = n;
     }
     return &ps->fds[id];
@@ -263,6 +276,7 @@ int pack_remove(packset *ps, uint32_t id)
     pthread_mutex_lock(&ps->mu);
     int *slot = id < ps->nfds ? &ps->fds[id] : NULL;
     if (slot && *slot >= 0) close(*slot), *slot = -1;
+    if (slot && ps->dfds[id] >= 0) close(ps->dfds[id]), ps->dfds[id] = -1;
     if (id == ps->cur) ps->cur = 0; /* appends start a new pack */
     int rc = unlinkat(ps->dirfd, name, 0) < 0 ? -errno : 0;
     if (rc == 0 && fsync(ps->dirfd) < 0) rc = -errno;
@@ -284,6 +298,107 @@ int pack_read(packset *ps, uint32_t id, uint64_t off,
     if (n < 0) return -errno;
     if ((size_t)n != sizeof h + expect->stored_len) return -EIO;
     return rec_matches(h, expect) ? 0 : -EIO;
+}
+
+/* The O_DIRECT descriptor of pack id, or -1 where the filesystem refuses
+** O_DIRECT (tmpfs): reads then go through the page cache. */
+static int get_dfd(packset *ps, uint32_t id)
+{
+    pthread_mutex_lock(&ps->mu);
+    int *slot = fd_slot(ps, id), fd = -1;
+    if (slot) {
+        int *d = &ps->dfds[id];
+        if (*d == -1) {
+            char name[32];
+            pack_name(id, name);
+            *d = openat(ps->dirfd, name, O_RDONLY | O_DIRECT | O_CLOEXEC);
+            if (*d < 0) *d = -2;
+        }
+        fd = *d;
+    }
+    pthread_mutex_unlock(&ps->mu);
+    return fd < 0 ? -1 : fd;
+}
+
+#define DIO_ALIGN 4096
+#ifndef SYS_cachestat
+#define SYS_cachestat 451 /* the same on every architecture (Linux 6.5) */
+#endif
+
+/* [at, at + want) of the O_DIRECT descriptor dfd into an aligned buffer
+** *hold covering it; *skip: offset of at in it. */
+static int read_direct(int dfd, uint64_t at, size_t want, uint8_t **hold, size_t *skip)
+{
+    uint64_t a = at & ~(uint64_t)(DIO_ALIGN - 1);
+    size_t span = (size_t)((at + want - a + DIO_ALIGN - 1) & ~(uint64_t)(DIO_ALIGN - 1));
+    void *d;
+    if (posix_memalign(&d, DIO_ALIGN, span) != 0) return -ENOMEM;
+    ssize_t n;
+    do {
+        n = pread(dfd, d, span, (off_t)a); /* short at the file's end: fine */
+    } while (n < 0 && errno == EINTR);
+    if (n < 0 || (uint64_t)n < at + want - a) {
+        int rc = n < 0 ? -errno : -EIO;
+        free(d);
+        return rc;
+    }
+    *hold = d;
+    *skip = (size_t)(at - a);
+    return 0;
+}
+
+/* 1 if every page of [at, at + len) of fd is in the page cache, or if the
+** kernel cannot tell (cachestat(2), Linux 6.5). */
+static int all_cached(int fd, uint64_t at, size_t len)
+{
+    struct { uint64_t off, len; } range = {at, len};
+    struct { uint64_t cache, dirty, writeback, evicted, recently_evicted; } cs;
+    if (syscall(SYS_cachestat, fd, &range, &cs, 0) == 0) {
+        uint64_t pages = (at + len + DIO_ALIGN - 1) / DIO_ALIGN - at / DIO_ALIGN;
+        return cs.cache >= pages;
+    }
+    return 1;
+}
+
+/* [at, at + want) of pack id (descriptor fd) into *hold (malloc'd), at
+** offset *skip: through the page cache when it is all there, else
+** straight from the disk. */
+static int read_held(packset *ps, uint32_t id, int fd, uint64_t at, size_t want,
+                     uint8_t **hold, size_t *skip)
+{
+    int dfd = all_cached(fd, at, want) ? -1 : get_dfd(ps, id);
+    if (dfd >= 0) {
+        __atomic_add_fetch(&ps->direct, 1, __ATOMIC_RELAXED);
+        return read_direct(dfd, at, want, hold, skip);
+    }
+    uint8_t *b = malloc(want);
+    int rc = b ? ck_pread_full(fd, b, want, at) : -ENOMEM;
+    if (rc < 0) free(b);
+    *hold = rc < 0 ? NULL : b;
+    *skip = 0;
+    return rc;
+}
+
+int pack_read_held(packset *ps, uint32_t id, uint64_t off, const struct pack_rec *expect,
+                   void **hold, const uint8_t **data)
+{
+    int fd;
+    CK_TRY(get_fd(ps, id, &fd));
+    uint8_t *b = NULL;
+    size_t skip = 0;
+    CK_TRY(read_held(ps, id, fd, off, PACK_REC_HDR + (size_t)expect->stored_len, &b, &skip));
+    if (!rec_matches(b + skip, expect)) {
+        free(b);
+        return -EIO;
+    }
+    *hold = b;
+    *data = b + skip + PACK_REC_HDR;
+    return 0;
+}
+
+uint64_t pack_direct_reads(packset *ps)
+{
+    return __atomic_load_n(&ps->direct, __ATOMIC_RELAXED);
 }
 
 int pack_size(packset *ps, uint32_t id, uint64_t *size)

@@ -83,6 +83,13 @@ int pack_sync(packset *ps, uint32_t pack_id);
 ** hash). -EIO on any mismatch, short file or bad header. */
 int pack_read(packset *ps, uint32_t pack_id, uint64_t off,
               const struct pack_rec *expect, void *buf);
+/* The same check, the stored bytes read into a buffer of pack.c's choice:
+** *data points at them inside *hold, which the caller frees. Records no
+** longer in the page cache are read from the disk directly (O_DIRECT). */
+int pack_read_held(packset *ps, uint32_t pack_id, uint64_t off,
+                   const struct pack_rec *expect, void **hold, const uint8_t **data);
+/* Records pack_read_held has read with O_DIRECT since pack_open. */
+uint64_t pack_direct_reads(packset *ps);
 
 /* Check only the header of the record at (pack_id, off) against *expect. */
 int pack_check(packset *ps, uint32_t pack_id, uint64_t off, const struct pack_rec *expect);

@@ -293,14 +293,14 @@ static int load_block(struct store *st, const struct fsm_chunk *c, void *dst, in
     if (c->codec == CODEC_RAW) {
         rc = pack_read(st->packs, c->pack, c->off, &r, dst);
     } else {
-        void *tmp = malloc(c->stored_len);
-        if (!tmp) return -ENOMEM;
-        rc = pack_read(st->packs, c->pack, c->off, &r, tmp);
-        if (rc == 0 && codec_needs_base(c->codec, tmp, c->stored_len))
-            rc = c->base ? decode_delta(st, c, tmp, dst, cold) : -EIO;
+        void *hold = NULL;
+        const uint8_t *src = NULL;
+        rc = pack_read_held(st->packs, c->pack, c->off, &r, &hold, &src);
+        if (rc == 0 && codec_needs_base(c->codec, src, c->stored_len))
+            rc = c->base ? decode_delta(st, c, src, dst, cold) : -EIO;
         else if (rc == 0)
-            rc = codec_decode(c->codec, tmp, c->stored_len, dst, c->raw_len, NULL, 0);
-        free(tmp);
+            rc = codec_decode(c->codec, src, c->stored_len, dst, c->raw_len, NULL, 0);
+        free(hold);
     }
     if (rc == 0 && XXH3_64bits(dst, c->raw_len) != c->hash) rc = -EIO;
     if (rc == -EIO)

@@ -10,6 +10,8 @@
 ** store_read_block/store_verify_block; pack_scan visits clean packs in order
 ** and stops at a torn record with its offset; rollover to new packs; ENOSPC
 ** from the free-space reserve; EROFS on a readonly packset; pack_sync.
+** pack_read_held reads records the page cache dropped with O_DIRECT, cached
+** ones through the cache, and checks both the same way.
 */
 #include "../src/codec.h"
 #include "../src/common.h"
@@ -243,6 +245,58 @@ START_TEST(test_write_behind)
         pack_close(ps);
         for (int i = 0; i < N; i++) free(x[i].data);
     }
+}
+END_TEST
+
+static void check_held(packset *ps, const struct rec *x)
+{
+    void *hold = NULL;
+    const uint8_t *data = NULL;
+    ck_assert_int_eq(pack_read_held(ps, x->pack, x->off, &x->r, &hold, &data), 0);
+    ck_assert(memcmp(data, x->data, x->r.stored_len) == 0);
+    free(hold);
+}
+
+START_TEST(test_read_held)
+{
+    char dir[128], pdir[160], file[200];
+    ut_newdir(dir);
+    packs_path(pdir, dir);
+    packset *ps;
+    ck_assert_int_eq(pack_open(pdir, &big_opts, &ps), 0);
+    /* Unaligned offsets and lengths; the last ends the file mid-page. */
+    struct rec x[4];
+    uint32_t lens[4] = {1, 70001, 4096, 300007};
+    for (int i = 0; i < 4; i++) {
+        make_rec(&x[i], lens[i], 40 + (uint64_t)i);
+        append_rec(ps, &x[i]);
+    }
+    ck_assert_int_eq(pack_sync(ps, x[0].pack), 0);
+    pack_file(file, dir, x[0].pack);
+    int fd = open(file, O_RDONLY);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
+    int dio = open(file, O_RDONLY | O_DIRECT); /* where the filesystem allows it */
+    for (int i = 0; i < 4; i++) check_held(ps, &x[i]);
+    ck_assert_uint_eq(pack_direct_reads(ps), dio >= 0 ? 4 : 0);
+    for (int i = 0; i < 4; i++) check_read(ps, &x[i]); /* buffered: now cached */
+    for (int i = 0; i < 4; i++) check_held(ps, &x[i]);
+    ck_assert_uint_eq(pack_direct_reads(ps), dio >= 0 ? 4 : 0);
+    /* A wrong expectation fails on both paths. */
+    struct pack_rec e = x[3].r;
+    e.hash ^= 1;
+    void *hold = NULL;
+    const uint8_t *data;
+    ck_assert_int_eq(pack_read_held(ps, x[3].pack, x[3].off, &e, &hold, &data), -EIO);
+    ck_assert_int_eq(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
+    ck_assert_int_eq(pack_read_held(ps, x[3].pack, x[3].off, &e, &hold, &data), -EIO);
+    ck_assert_int_eq(pack_read_held(ps, x[3].pack, x[3].off + 1, &x[3].r, &hold, &data), -EIO);
+    ck_assert_ptr_null(hold);
+    ck_assert_uint_eq(pack_direct_reads(ps), dio >= 0 ? 6 : 0);
+    if (dio >= 0) close(dio);
+    close(fd);
+    for (int i = 0; i < 4; i++) free(x[i].data);
+    pack_close(ps);
 }
 END_TEST
 
@@ -763,6 +817,7 @@ int main(void)
     tcase_add_test(tc, test_readonly);
     tcase_add_test(tc, test_sync);
     tcase_add_test(tc, test_write_behind);
+    tcase_add_test(tc, test_read_held);
     tcase_add_test(tc, test_concurrent_append);
     suite_add_tcase(s, tc);
     return ut_run(s);
