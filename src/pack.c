@@ -5,10 +5,13 @@
 ** several threads fill one pack at once. File descriptors stay open for the
 ** life of the packset; a read opens a pack on first use.
 **
-** pack_read_held reads a record that is not in the page cache with
-** O_DIRECT, from the disk straight into the caller's buffer: a cold read
-** would otherwise copy every compressed byte once more (page cache to
-** buffer), and cache it twice (the mount's page cache holds it decoded).
+** Large records go to the disk with O_DIRECT from the encoder's frame
+** (pack_append_frame), and pack_read_held reads a record that is not in the
+** page cache with O_DIRECT, from the disk straight into the caller's
+** buffer: otherwise every compressed byte is copied once more (to or from
+** the page cache), and cached twice (the mount's page cache holds it
+** decoded). Direct records take whole pages, so buffered appends never
+** share a page with them.
 */
 #include "pack.h"
 #include "common.h"
@@ -34,8 +37,9 @@ struct packset {
     struct pack_opts o;
     pthread_mutex_t mu;
     int *fds;          /* fds[id], -1 when not open */
-    int *dfds;         /* O_DIRECT ones for cold reads: -1 not open, -2 unsupported */
+    int *dfds;         /* O_DIRECT ones: -1 not open, -2 unsupported */
     uint64_t direct;   /* records read with them */
+    uint64_t direct_writes; /* records written with them */
     uint32_t nfds;
     uint32_t max_id;   /* highest id on disk */
     uint32_t cur;      /* pack taking appends; 0 before the first append */
@@ -200,21 +204,62 @@ static void write_behind(const packset *ps, int fd, uint64_t from, uint64_t to)
     posix_fadvise(fd, prev, (off_t)w, POSIX_FADV_DONTNEED);
 }
 
+static int get_dfd(packset *ps, uint32_t id);
+
+/* Reserve len bytes in the pack taking appends, at a multiple of align:
+** *fd, *id, *at. Padding skipped to align is left a hole (zeros). */
+static int reserve(packset *ps, uint64_t len, uint64_t align, int *fd, uint32_t *id,
+                   uint64_t *at)
+{
+    pthread_mutex_lock(&ps->mu);
+    int rc = 0;
+    uint64_t pad = (align - ps->cur_end % align) % align;
+    if (ps->cur == 0 || ps->cur_end + pad + len > ps->o.max_pack_bytes) rc = start_pack(ps);
+    pad = (align - ps->cur_end % align) % align;
+    *id = ps->cur;
+    *at = ps->cur_end + pad;
+    *fd = rc == 0 ? ps->fds[*id] : -1;
+    if (rc == 0) rc = have_space(*fd, pad + len, ps->o.reserve_bytes);
+    if (rc == 0) ps->cur_end = *at + len;
+    pthread_mutex_unlock(&ps->mu);
+    return rc;
+}
+
+int pack_append_frame(packset *ps, const struct pack_rec *r, uint8_t *frame,
+                      uint32_t *pack_id, uint64_t *off)
+{
+    if (r->stored_len < PACK_DIRECT_MIN || ps->o.readonly)
+        return pack_append(ps, r, frame + PACK_REC_HDR, pack_id, off);
+    size_t len = PACK_REC_HDR + (size_t)r->stored_len, span = PACK_FRAME_CAP(r->stored_len);
+    int fd;
+    uint32_t id;
+    uint64_t at;
+    CK_TRY(reserve(ps, span, PACK_FRAME_ALIGN, &fd, &id, &at));
+    pack_rec_encode(r, frame);
+    memset(frame + len, 0, span - len);
+    int dfd = get_dfd(ps, id);
+    ssize_t n = -1;
+    if (dfd >= 0) do {
+        n = pwrite(dfd, frame, span, (off_t)at);
+    } while (n < 0 && errno == EINTR);
+    /* No O_DIRECT here, or a short write: the rest through the cache. */
+    if (n < 0) n = 0;
+    if ((size_t)n < span) CK_TRY(ck_pwrite_full(fd, frame + n, span - (size_t)n, at + (uint64_t)n));
+    if (dfd >= 0) __atomic_add_fetch(&ps->direct_writes, 1, __ATOMIC_RELAXED);
+    *pack_id = id;
+    *off = at;
+    return 0;
+}
+
 int pack_append(packset *ps, const struct pack_rec *r, const void *stored,
                 uint32_t *pack_id, uint64_t *off)
 {
     if (ps->o.readonly) return -EROFS;
     uint64_t len = PACK_REC_HDR + (uint64_t)r->stored_len;
-    pthread_mutex_lock(&ps->mu);
-    int rc = 0;
-    if (ps->cur == 0 || ps->cur_end + len > ps->o.max_pack_bytes) rc = start_pack(ps);
-    uint32_t id = ps->cur;
-    uint64_t at = ps->cur_end;
-    int fd = rc == 0 ? ps->fds[id] : -1;
-    if (rc == 0) rc = have_space(fd, len, ps->o.reserve_bytes);
-    if (rc == 0) ps->cur_end += len;
-    pthread_mutex_unlock(&ps->mu);
-    if (rc < 0) return rc;
+    int fd;
+    uint32_t id;
+    uint64_t at;
+    CK_TRY(reserve(ps, len, 1, &fd, &id, &at));
 
     uint8_t h[PACK_REC_HDR];
     pack_rec_encode(r, h);
@@ -230,7 +275,7 @@ int pack_append(packset *ps, const struct pack_rec *r, const void *stored,
         if (!tmp) return -ENOMEM;
         memcpy(tmp, h, sizeof h);
         memcpy(tmp + sizeof h, stored, r->stored_len);
-        rc = ck_pwrite_full(fd, tmp + n, len - (uint64_t)n, at + (uint64_t)n);
+        int rc = ck_pwrite_full(fd, tmp + n, len - (uint64_t)n, at + (uint64_t)n);
         free(tmp);
         if (rc < 0) return rc;
     }
@@ -311,7 +356,8 @@ static int get_dfd(packset *ps, uint32_t id)
         if (*d == -1) {
             char name[32];
             pack_name(id, name);
-            *d = openat(ps->dirfd, name, O_RDONLY | O_DIRECT | O_CLOEXEC);
+            int mode = ps->o.readonly ? O_RDONLY : O_RDWR;
+            *d = openat(ps->dirfd, name, mode | O_DIRECT | O_CLOEXEC);
             if (*d < 0) *d = -2;
         }
         fd = *d;
@@ -401,6 +447,11 @@ uint64_t pack_direct_reads(packset *ps)
     return __atomic_load_n(&ps->direct, __ATOMIC_RELAXED);
 }
 
+uint64_t pack_direct_writes(packset *ps)
+{
+    return __atomic_load_n(&ps->direct_writes, __ATOMIC_RELAXED);
+}
+
 int pack_size(packset *ps, uint32_t id, uint64_t *size)
 {
     int fd;
@@ -409,6 +460,18 @@ int pack_size(packset *ps, uint32_t id, uint64_t *size)
     if (fstat(fd, &st) < 0) return -errno;
     *size = (uint64_t)st.st_size;
     return 0;
+}
+
+/* Bytes of padding at off (zeros up to the next multiple of
+** PACK_FRAME_ALIGN, within size), or 0. */
+static uint64_t skip_padding(int fd, uint64_t off, uint64_t size)
+{
+    uint8_t z[PACK_FRAME_ALIGN];
+    uint64_t n = (PACK_FRAME_ALIGN - off % PACK_FRAME_ALIGN) % PACK_FRAME_ALIGN;
+    if (n == 0 || off + n > size || ck_pread_full(fd, z, n, off) < 0) return 0;
+    for (uint64_t i = 0; i < n; i++)
+        if (z[i]) return 0;
+    return n;
 }
 
 int pack_scan(packset *ps, uint32_t id, pack_scan_cb cb, void *ctx,
@@ -430,8 +493,12 @@ int pack_scan(packset *ps, uint32_t id, pack_scan_cb cb, void *ctx,
         *bad_off = off;
         if (size - off < PACK_REC_HDR || ck_pread_full(fd, rh, sizeof rh, off) < 0 ||
             pack_rec_decode(rh, &r) < 0 ||
-            size - off - PACK_REC_HDR < r.stored_len)
-            return -EIO;
+            size - off - PACK_REC_HDR < r.stored_len) {
+            uint64_t next = off + skip_padding(fd, off, size);
+            if (next == off) return -EIO;
+            off = next;
+            continue;
+        }
         int stop = cb(ctx, off, &r);
         if (stop) return stop < 0 ? stop : 0;
         off += PACK_REC_HDR + (uint64_t)r.stored_len;

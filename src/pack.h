@@ -26,8 +26,12 @@
 **   32  stored-length bytes of payload
 **
 ** The header checksum lets a scanner tell a record from garbage left by a
-** torn append; the raw hash catches any corruption of the payload. Records
-** are not padded; the next record starts right after the payload.
+** torn append; the raw hash catches any corruption of the payload. The
+** next record starts right after the payload, or at the next multiple of
+** 4096 after zero bytes of padding: large records are written from memory
+** to the disk directly (O_DIRECT), in whole 4096-byte pages. A scanner
+** that finds no record header where one could start, and only zeros up to
+** the next multiple of 4096, goes on from there.
 */
 #ifndef CKPT_PACK_H
 #define CKPT_PACK_H
@@ -83,13 +87,29 @@ int pack_sync(packset *ps, uint32_t pack_id);
 ** hash). -EIO on any mismatch, short file or bad header. */
 int pack_read(packset *ps, uint32_t pack_id, uint64_t off,
               const struct pack_rec *expect, void *buf);
+/* Appending from a frame, a buffer laid out for the disk: aligned to
+** PACK_FRAME_ALIGN, PACK_REC_HDR bytes of room for the header first, the
+** payload right after it, at least PACK_FRAME_CAP(stored_len) bytes in all.
+** A record of PACK_DIRECT_MIN bytes or more goes from the frame straight to
+** the disk, padded with zeros (overwriting the frame past the payload) to a
+** multiple of PACK_FRAME_ALIGN at an offset that is one: no copy into the
+** page cache. Smaller ones are appended as by pack_append. */
+#define PACK_FRAME_ALIGN 4096
+#define PACK_FRAME_CAP(n) \
+    ((PACK_REC_HDR + (size_t)(n) + PACK_FRAME_ALIGN - 1) / PACK_FRAME_ALIGN * PACK_FRAME_ALIGN)
+#define PACK_DIRECT_MIN (128u << 10)
+int pack_append_frame(packset *ps, const struct pack_rec *r, uint8_t *frame,
+                      uint32_t *pack_id, uint64_t *off);
+
 /* The same check, the stored bytes read into a buffer of pack.c's choice:
 ** *data points at them inside *hold, which the caller frees. Records no
 ** longer in the page cache are read from the disk directly (O_DIRECT). */
 int pack_read_held(packset *ps, uint32_t pack_id, uint64_t off,
                    const struct pack_rec *expect, void **hold, const uint8_t **data);
-/* Records pack_read_held has read with O_DIRECT since pack_open. */
+/* Records read (pack_read_held) and written (pack_append_frame) with
+** O_DIRECT since pack_open. */
 uint64_t pack_direct_reads(packset *ps);
+uint64_t pack_direct_writes(packset *ps);
 
 /* Check only the header of the record at (pack_id, off) against *expect. */
 int pack_check(packset *ps, uint32_t pack_id, uint64_t off, const struct pack_rec *expect);

@@ -121,24 +121,33 @@ void store_close(struct store *st)
     free(st);
 }
 
-/* Per-thread encode buffer, sized for the largest block seen. */
+/* Per-thread encode buffer, sized for the largest block seen: a pack
+** frame (pack.h), so that large records go from it to the disk. */
 static pthread_key_t scratch_key;
 static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
-struct scratch { size_t cap; uint8_t data[]; };
-static void make_scratch_key(void) { pthread_key_create(&scratch_key, free); }
+struct scratch { size_t cap; uint8_t *frame; };
+static void free_scratch(void *p)
+{
+    struct scratch *s = p;
+    if (s) free(s->frame);
+    free(s);
+}
+static void make_scratch_key(void) { pthread_key_create(&scratch_key, free_scratch); }
 
+/* A frame for a payload of up to need bytes (at frame + PACK_REC_HDR). */
 static uint8_t *scratch(size_t need)
 {
     pthread_once(&scratch_once, make_scratch_key);
     struct scratch *s = pthread_getspecific(scratch_key);
-    if (!s || s->cap < need) {
-        free(s);
-        s = malloc(sizeof *s + need);
-        pthread_setspecific(scratch_key, s);
-        if (!s) return NULL;
-        s->cap = need;
-    }
-    return s->data;
+    if (s && s->cap >= need) return s->frame;
+    free_scratch(s);
+    s = malloc(sizeof *s);
+    void *f = NULL;
+    if (s && posix_memalign(&f, PACK_FRAME_ALIGN, PACK_FRAME_CAP(need)) != 0) f = NULL;
+    if (s && !f) free(s), s = NULL;
+    if (s) *s = (struct scratch){need, f};
+    pthread_setspecific(scratch_key, s);
+    return s ? s->frame : NULL;
 }
 
 static int load_block(struct store *st, const struct fsm_chunk *c, void *dst, int cold);
@@ -194,13 +203,13 @@ static uint8_t *base_for(struct store *st, const struct store_hint *h, const str
 /* What to do with a block just written, in the decoded block cache. */
 enum { KEEP_NONE, KEEP_HOT, KEEP_COLD };
 
-/* Append the record of a block encoded as stored[0..len) (codec id codec)
-** whose raw bytes are raw[0..raw_len), a delta against base unless NULL;
-** fill *c (id 0). A tensor block is the likely base of the next version's
+/* Append the record of a block encoded as stored[0..len) (codec id codec;
+** inside frame, a pack frame, unless that is NULL) whose raw bytes are
+** raw[0..raw_len), a delta against base unless NULL; fill *c (id 0). A tensor block is the likely base of the next version's
 ** block: keep (KEEP_*) it decoded so that delta need not rebuild it from
 ** the pack. */
-static int append_block(struct store *st, uint8_t codec, const void *stored, size_t len,
-                        const void *raw, size_t raw_len, const struct fsm_chunk *base,
+static int append_block(struct store *st, uint8_t codec, uint8_t *frame,
+                        const void *stored, size_t len, const void *raw, size_t raw_len, const struct fsm_chunk *base,
                         int keep, struct fsm_chunk *c)
 {
     struct pack_rec r = {.codec = codec, .raw_len = (uint32_t)raw_len,
@@ -212,7 +221,8 @@ static int append_block(struct store *st, uint8_t codec, const void *stored, siz
         c->depth = base->depth + 1;
         c->chain = base->chain + len;
     }
-    CK_TRY(pack_append(st->packs, &r, stored, &c->pack, &c->off));
+    CK_TRY(frame ? pack_append_frame(st->packs, &r, frame, &c->pack, &c->off)
+                 : pack_append(st->packs, &r, stored, &c->pack, &c->off));
     uint8_t *copy = keep != KEEP_NONE ? malloc(raw_len ? raw_len : 1) : NULL;
     if (copy) {
         memcpy(copy, raw, raw_len);
@@ -224,8 +234,9 @@ static int append_block(struct store *st, uint8_t codec, const void *stored, siz
 int store_put_block(struct store *st, const void *raw, size_t len,
                     const struct store_hint *h, struct fsm_chunk *c)
 {
-    uint8_t *dst = scratch(codec_bound(len));
-    if (!dst) return -ENOMEM;
+    uint8_t *frame = scratch(codec_bound(len));
+    if (!frame) return -ENOMEM;
+    uint8_t *dst = frame + PACK_REC_HDR;
     uint8_t codec;
     size_t stored;
     int delta;
@@ -250,14 +261,14 @@ int store_put_block(struct store *st, const void *raw, size_t len,
     int keep = !h || !h->width || (h->plain && !h->has_base) ? KEEP_NONE
                : hit                                         ? KEEP_HOT
                                                              : KEEP_COLD;
-    return append_block(st, codec, dst, stored, raw, len, b, keep, c);
+    return append_block(st, codec, frame, dst, stored, raw, len, b, keep, c);
 }
 
 int store_put_encoded(struct store *st, uint8_t codec, const void *stored, size_t len,
                       const void *raw, size_t raw_len, const struct fsm_chunk *base,
                       struct fsm_chunk *c)
 {
-    return append_block(st, codec, stored, len, raw, raw_len, base, KEEP_HOT, c);
+    return append_block(st, codec, NULL, stored, len, raw, raw_len, base, KEEP_HOT, c);
 }
 
 int store_space(struct store *st, uint64_t len)
