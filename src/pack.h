@@ -97,7 +97,7 @@ int pack_read(packset *ps, uint32_t pack_id, uint64_t off,
 #define PACK_FRAME_ALIGN 4096
 #define PACK_FRAME_CAP(n) \
     ((PACK_REC_HDR + (size_t)(n) + PACK_FRAME_ALIGN - 1) / PACK_FRAME_ALIGN * PACK_FRAME_ALIGN)
-#define PACK_DIRECT_MIN (128u << 10)
+#define PACK_DIRECT_MIN (256u << 10)
 int pack_append_frame(packset *ps, const struct pack_rec *r, uint8_t *frame,
                       uint32_t *pack_id, uint64_t *off);
 
