@@ -400,15 +400,17 @@ int store_read_range(struct store *st, const struct fsm_extent *ext, size_t next
         if (ext[mid].file_off + ext[mid].c.raw_len <= off) lo = mid + 1; else hi = mid;
     }
     uint8_t *buf = dst;
-    uint64_t end = off + len;
-    memset(buf, 0, len);
+    uint64_t end = off + len, done = off; /* [off, done) is filled */
     for (size_t i = lo; i < next && ext[i].file_off < end; i++) {
         const struct fsm_extent *e = &ext[i];
-        if (e->c.raw_len == 0) continue;
+        if (e->c.raw_len == 0) continue; /* a hole: zeros */
         uint64_t a = CK_MAX(off, e->file_off);
         uint64_t b = CK_MIN(end, e->file_off + e->c.raw_len);
         if (a >= b) continue;
+        if (a > done) memset(buf + (done - off), 0, a - done);
         CK_TRY(store_read_block(st, &e->c, a - e->file_off, b - a, buf + (a - off)));
+        done = CK_MAX(done, b);
     }
+    if (end > done) memset(buf + (done - off), 0, end - done);
     return 0;
 }
