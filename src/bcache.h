@@ -44,7 +44,8 @@ void bcache_put(bcache *c, uint64_t key, void *buf, size_t len, int cold);
 ** caller, who decodes it and ends the claim with bcache_put, or with
 ** bcache_unclaim on failure. Meanwhile others asking for key wait (wait)
 ** and then copy it, or get BCACHE_BUSY. Claims never wait on each other in
-** a cycle because a block's base is always an older record. */
+** a cycle: a block's base was always stored before it (store.c cuts a
+** loop in a corrupt index by depth). */
 enum { BCACHE_MINE = 0, BCACHE_HIT = 1, BCACHE_BUSY = 2 };
 int bcache_get_claim(bcache *c, uint64_t key, size_t off, size_t len, void *dst, int wait);
 void bcache_unclaim(bcache *c, uint64_t key);

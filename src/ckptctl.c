@@ -694,6 +694,7 @@ static int run(const struct command *c, struct store *st, struct opts *o, char *
 int main(int argc, char **argv)
 {
     struct opts o = {.grace_ns = 600000000000LL, .threshold = 0.5};
+    ck_raise_nofile();
     int rc = parse_opts(argc, argv, &o, "+hV");
     if (rc != EX_OK) return rc;
     if (optind >= argc) return fputs(usage_text, stderr), EX_USAGE;

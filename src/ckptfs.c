@@ -296,6 +296,7 @@ static void name_mount(struct fuse_args *args, const char *store)
 int main(int argc, char **argv)
 {
     limit_arenas();
+    ck_raise_nofile();
     struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
     struct cli cli = {.timeout = 1.0, .worker_nice = INT_MIN, .reserve_mib = ULONG_MAX, .readahead_kib = 1024,
                       .behind_mib = ULONG_MAX, .delta_groups = 1};

@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <syslog.h>
 #include <unistd.h>
 
@@ -24,6 +25,15 @@ void ck_log(int level, const char *fmt, ...)
     fprintf(stderr, "ckptfs: %s: %s\n", names[level], msg);
     static const int prio[] = {LOG_ERR, LOG_WARNING, LOG_INFO, LOG_DEBUG};
     if (ck_log_syslog) syslog(prio[level], "%s", msg);
+}
+
+void ck_raise_nofile(void)
+{
+    struct rlimit r;
+    if (getrlimit(RLIMIT_NOFILE, &r) == 0 && r.rlim_cur < r.rlim_max) {
+        r.rlim_cur = r.rlim_max;
+        (void)setrlimit(RLIMIT_NOFILE, &r); /* failing only leaves the old limit */
+    }
 }
 
 int ck_pread_full(int fd, void *buf, size_t len, uint64_t off)

@@ -83,6 +83,9 @@ static inline uint64_t ck_get64(const uint8_t *p)
 
 /* Full-length pread/pwrite: retry short transfers and EINTR. */
 int ck_pread_full(int fd, void *buf, size_t len, uint64_t off);
+/* Raise the soft limit on open files to the hard one: a packset keeps two
+** descriptors per pack it has read (pack.c). */
+void ck_raise_nofile(void);
 int ck_pwrite_full(int fd, const void *buf, size_t len, uint64_t off);
 
 /* True when all len bytes are zero. */

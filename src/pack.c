@@ -204,7 +204,39 @@ static void write_behind(const packset *ps, int fd, uint64_t from, uint64_t to)
     posix_fadvise(fd, prev, (off_t)w, POSIX_FADV_DONTNEED);
 }
 
-static int get_dfd(packset *ps, uint32_t id);
+/* The O_DIRECT descriptor of pack id, or -1: the filesystem refuses
+** O_DIRECT (remembered), or the open failed otherwise (tried again next
+** time). Without one, I/O goes through the page cache. */
+static int get_dfd(packset *ps, uint32_t id)
+{
+    pthread_mutex_lock(&ps->mu);
+    int *slot = fd_slot(ps, id), fd = -1;
+    if (slot) {
+        int *d = &ps->dfds[id];
+        if (*d == -1) {
+            char name[32];
+            pack_name(id, name);
+            int mode = ps->o.readonly ? O_RDONLY : O_RDWR;
+            fd = openat(ps->dirfd, name, mode | O_DIRECT | O_CLOEXEC);
+            if (fd >= 0 || errno == EINVAL || errno == EOPNOTSUPP) *d = fd < 0 ? -2 : fd;
+        } else {
+            fd = *d;
+        }
+    }
+    pthread_mutex_unlock(&ps->mu);
+    return fd < 0 ? -1 : fd;
+}
+
+/* Direct I/O on pack id failed with EINVAL (alignment the filesystem
+** wants larger): use the page cache for it from now on. */
+static void refuse_direct(packset *ps, uint32_t id)
+{
+    pthread_mutex_lock(&ps->mu);
+    int *d = &ps->dfds[id];
+    if (*d >= 0) close(*d);
+    *d = -2;
+    pthread_mutex_unlock(&ps->mu);
+}
 
 /* Reserve len bytes in the pack taking appends, at a multiple of align:
 ** *fd, *id, *at. Padding skipped to align is left a hole (zeros). */
@@ -238,14 +270,16 @@ int pack_append_frame(packset *ps, const struct pack_rec *r, uint8_t *frame,
     pack_rec_encode(r, frame);
     memset(frame + len, 0, span - len);
     int dfd = get_dfd(ps, id);
-    ssize_t n = -1;
+    ssize_t n = 0;
     if (dfd >= 0) do {
         n = pwrite(dfd, frame, span, (off_t)at);
     } while (n < 0 && errno == EINTR);
+    if (n < 0 && errno != EINVAL) return -errno;
+    if (n < 0) refuse_direct(ps, id), n = 0;
+    if ((size_t)n == span) __atomic_add_fetch(&ps->direct_writes, 1, __ATOMIC_RELAXED);
     /* No O_DIRECT here, or a short write: the rest through the cache. */
-    if (n < 0) n = 0;
-    if ((size_t)n < span) CK_TRY(ck_pwrite_full(fd, frame + n, span - (size_t)n, at + (uint64_t)n));
-    if (dfd >= 0) __atomic_add_fetch(&ps->direct_writes, 1, __ATOMIC_RELAXED);
+    else CK_TRY(ck_pwrite_full(fd, frame + n, span - (size_t)n, at + (uint64_t)n));
+    write_behind(ps, fd, at, at + span); /* windows crossed by this record too */
     *pack_id = id;
     *off = at;
     return 0;
@@ -345,30 +379,9 @@ int pack_read(packset *ps, uint32_t id, uint64_t off,
     return rec_matches(h, expect) ? 0 : -EIO;
 }
 
-/* The O_DIRECT descriptor of pack id, or -1 where the filesystem refuses
-** O_DIRECT (tmpfs): reads then go through the page cache. */
-static int get_dfd(packset *ps, uint32_t id)
-{
-    pthread_mutex_lock(&ps->mu);
-    int *slot = fd_slot(ps, id), fd = -1;
-    if (slot) {
-        int *d = &ps->dfds[id];
-        if (*d == -1) {
-            char name[32];
-            pack_name(id, name);
-            int mode = ps->o.readonly ? O_RDONLY : O_RDWR;
-            *d = openat(ps->dirfd, name, mode | O_DIRECT | O_CLOEXEC);
-            if (*d < 0) *d = -2;
-        }
-        fd = *d;
-    }
-    pthread_mutex_unlock(&ps->mu);
-    return fd < 0 ? -1 : fd;
-}
-
 #define DIO_ALIGN 4096
-#ifndef SYS_cachestat
-#define SYS_cachestat 451 /* the same on every architecture (Linux 6.5) */
+#if !defined(SYS_cachestat) && (defined(__x86_64__) || defined(__aarch64__))
+#define SYS_cachestat 451 /* Linux 6.5, headers older than it */
 #endif
 
 /* [at, at + want) of the O_DIRECT descriptor dfd into an aligned buffer
@@ -397,12 +410,15 @@ static int read_direct(int dfd, uint64_t at, size_t want, uint8_t **hold, size_t
 ** kernel cannot tell (cachestat(2), Linux 6.5). */
 static int all_cached(int fd, uint64_t at, size_t len)
 {
+#ifdef SYS_cachestat
     struct { uint64_t off, len; } range = {at, len};
     struct { uint64_t cache, dirty, writeback, evicted, recently_evicted; } cs;
-    if (syscall(SYS_cachestat, fd, &range, &cs, 0) == 0) {
-        uint64_t pages = (at + len + DIO_ALIGN - 1) / DIO_ALIGN - at / DIO_ALIGN;
-        return cs.cache >= pages;
-    }
+    uint64_t pg = (uint64_t)sysconf(_SC_PAGESIZE);
+    if (syscall(SYS_cachestat, fd, &range, &cs, 0) == 0)
+        return cs.cache >= (at + len + pg - 1) / pg - at / pg;
+#else
+    (void)fd, (void)at, (void)len;
+#endif
     return 1;
 }
 
@@ -414,8 +430,12 @@ static int read_held(packset *ps, uint32_t id, int fd, uint64_t at, size_t want,
 {
     int dfd = all_cached(fd, at, want) ? -1 : get_dfd(ps, id);
     if (dfd >= 0) {
-        __atomic_add_fetch(&ps->direct, 1, __ATOMIC_RELAXED);
-        return read_direct(dfd, at, want, hold, skip);
+        int rc = read_direct(dfd, at, want, hold, skip);
+        if (rc != -EINVAL) {
+            if (rc == 0) __atomic_add_fetch(&ps->direct, 1, __ATOMIC_RELAXED);
+            return rc;
+        }
+        refuse_direct(ps, id);
     }
     uint8_t *b = malloc(want);
     int rc = b ? ck_pread_full(fd, b, want, at) : -ENOMEM;

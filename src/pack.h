@@ -93,7 +93,12 @@ int pack_read(packset *ps, uint32_t pack_id, uint64_t off,
 ** A record of PACK_DIRECT_MIN bytes or more goes from the frame straight to
 ** the disk, padded with zeros (overwriting the frame past the payload) to a
 ** multiple of PACK_FRAME_ALIGN at an offset that is one: no copy into the
-** page cache. Smaller ones are appended as by pack_append. */
+** page cache. Smaller ones are appended as by pack_append, as are all
+** where the filesystem refuses O_DIRECT. Such a direct append extends the
+** file, which ext4 does under the inode's lock: appends to one pack then
+** take turns instead of overlapping (cheaper in CPU all the same). Other
+** writers of records (pack_append) do not align them: a reader must not
+** assume a large record starts at a multiple of 4096. */
 #define PACK_FRAME_ALIGN 4096
 #define PACK_FRAME_CAP(n) \
     ((PACK_REC_HDR + (size_t)(n) + PACK_FRAME_ALIGN - 1) / PACK_FRAME_ALIGN * PACK_FRAME_ALIGN)
@@ -115,9 +120,10 @@ uint64_t pack_direct_writes(packset *ps);
 int pack_check(packset *ps, uint32_t pack_id, uint64_t off, const struct pack_rec *expect);
 /* Delete a pack file (garbage collection: none of its records is used). */
 int pack_remove(packset *ps, uint32_t pack_id);
-/* Walk the records of one pack in order; cb returns non-zero to stop. A torn
-** or garbled record ends the walk with -EIO and *bad_off set to its offset.
-** Returns 0 at a clean end of file. */
+/* Walk the records of one pack in order, stepping over zero padding; cb
+** returns non-zero to stop. A torn or garbled record ends the walk with
+** -EIO and *bad_off set to its offset, or to the next multiple of 4096
+** when it reads as zeros up to there. Returns 0 at a clean end of file. */
 typedef int (*pack_scan_cb)(void *ctx, uint64_t off, const struct pack_rec *r);
 int pack_scan(packset *ps, uint32_t pack_id, pack_scan_cb cb, void *ctx,
               uint64_t *bad_off);

@@ -280,16 +280,25 @@ int store_space(struct store *st, uint64_t len)
                                                                                    : 0;
 }
 
+#define DECODE_MAX_NEST 64 /* far beyond any chain the bounds let form */
+
 /* Decode a delta: rebuild its base first (through the cache; cold: the
 ** chain of a writer's base, not worth keeping). */
 static int decode_delta(struct store *st, const struct fsm_chunk *c, const void *src,
                         void *dst, int cold)
 {
+    /* Bases are rebuilt recursively, each under a claim: a loop in a
+    ** corrupt index must end in EIO, not in a wait on our own claim. */
+    static _Thread_local int nest;
+    if (nest >= DECODE_MAX_NEST) return -EIO;
     struct fsm_chunk b;
     int rc = fsmeta_chunk_get(st->meta, c->base, &b);
     if (rc < 0) return rc == -ENOENT ? -EIO : rc; /* a lost base is corruption */
     uint8_t *base;
-    CK_TRY(block_copy(st, &b, cold ? GET_COLD : GET_HOT, &base, NULL));
+    nest++;
+    rc = block_copy(st, &b, cold ? GET_COLD : GET_HOT, &base, NULL);
+    nest--;
+    CK_TRY(rc);
     rc = codec_decode_based(c->codec, src, c->stored_len, dst, c->raw_len, base, b.raw_len,
                             b.hash);
     free(base);

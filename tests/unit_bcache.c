@@ -121,14 +121,16 @@ END_TEST
 struct waiter {
     bcache *c;
     uint64_t key;
-    int rc;
+    int rc, started;
     uint8_t got[BLK];
 };
 
 static void *wait_claim(void *arg)
 {
     struct waiter *w = arg;
-    w->rc = bcache_get_claim(w->c, w->key, 0, BLK, w->got, 1);
+    __atomic_store_n(&w->started, 1, __ATOMIC_RELEASE);
+    int rc = bcache_get_claim(w->c, w->key, 0, BLK, w->got, 1);
+    __atomic_store_n(&w->rc, rc, __ATOMIC_RELEASE);
     return NULL;
 }
 
@@ -145,6 +147,8 @@ START_TEST(test_claim_waiters)
         ck_assert_int_eq(bcache_get_claim(c, w[i].key, 0, BLK, probe, 1), BCACHE_MINE);
         ck_assert_int_eq(pthread_create(&t[i], NULL, wait_claim, &w[i]), 0);
     }
+    for (int i = 0; i < 2; i++)
+        while (!__atomic_load_n(&w[i].started, __ATOMIC_ACQUIRE)) usleep(1000);
     usleep(50 * 1000);
     ck_assert_int_eq(__atomic_load_n(&w[0].rc, __ATOMIC_ACQUIRE), -1); /* still waiting */
     ck_assert_int_eq(__atomic_load_n(&w[1].rc, __ATOMIC_ACQUIRE), -1);
