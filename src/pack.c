@@ -462,6 +462,12 @@ int pack_read_held(packset *ps, uint32_t id, uint64_t off, const struct pack_rec
     return 0;
 }
 
+void pack_willneed(packset *ps, uint32_t id, uint64_t off, uint64_t len)
+{
+    int fd;
+    if (get_fd(ps, id, &fd) == 0) (void)posix_fadvise(fd, (off_t)off, (off_t)len, POSIX_FADV_WILLNEED);
+}
+
 uint64_t pack_direct_reads(packset *ps)
 {
     return __atomic_load_n(&ps->direct, __ATOMIC_RELAXED);

@@ -111,6 +111,9 @@ int pack_append_frame(packset *ps, const struct pack_rec *r, uint8_t *frame,
 ** longer in the page cache are read from the disk directly (O_DIRECT). */
 int pack_read_held(packset *ps, uint32_t pack_id, uint64_t off,
                    const struct pack_rec *expect, void **hold, const uint8_t **data);
+/* Ask the kernel to start reading [off, off + len) of pack id into the page
+** cache (posix_fadvise WILLNEED); pack_read_held then takes it from there. */
+void pack_willneed(packset *ps, uint32_t pack_id, uint64_t off, uint64_t len);
 /* Records read (pack_read_held) and written (pack_append_frame) with
 ** O_DIRECT since pack_open. */
 uint64_t pack_direct_reads(packset *ps);

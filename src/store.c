@@ -281,6 +281,21 @@ int store_space(struct store *st, uint64_t len)
 }
 
 #define DECODE_MAX_NEST 64 /* far beyond any chain the bounds let form */
+static _Thread_local int nest; /* bases being rebuilt by this thread */
+
+/* Before rebuilding delta c, start reading the records of its chain, down
+** to the first base in the cache, all at once: each level then reads from
+** the page cache instead of waiting for the disk in turn. */
+static void willneed_chain(struct store *st, const struct fsm_chunk *c)
+{
+    struct fsm_chunk b = *c;
+    for (int i = 0; i < DECODE_MAX_NEST; i++) {
+        pack_willneed(st->packs, b.pack, b.off, PACK_REC_HDR + (uint64_t)b.stored_len);
+        if (!b.base || fsmeta_chunk_get(st->meta, b.base, &b) < 0 ||
+            bcache_get(st->cache, bcache_key(b.pack, b.off), 0, 0, NULL))
+            return;
+    }
+}
 
 /* Decode a delta: rebuild its base first (through the cache; cold: the
 ** chain of a writer's base, not worth keeping). */
@@ -289,7 +304,6 @@ static int decode_delta(struct store *st, const struct fsm_chunk *c, const void 
 {
     /* Bases are rebuilt recursively, each under a claim: a loop in a
     ** corrupt index must end in EIO, not in a wait on our own claim. */
-    static _Thread_local int nest;
     if (nest >= DECODE_MAX_NEST) return -EIO;
     struct fsm_chunk b;
     int rc = fsmeta_chunk_get(st->meta, c->base, &b);
@@ -310,6 +324,7 @@ static int load_block(struct store *st, const struct fsm_chunk *c, void *dst, in
     struct pack_rec r = {.codec = c->codec, .raw_len = c->raw_len,
                          .stored_len = c->stored_len, .hash = c->hash};
     int rc;
+    if (c->base && nest == 0) willneed_chain(st, c);
     if (c->codec == CODEC_RAW) {
         rc = pack_read(st->packs, c->pack, c->off, &r, dst);
     } else {

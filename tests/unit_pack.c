@@ -11,7 +11,8 @@
 ** and stops at a torn record with its offset; rollover to new packs; ENOSPC
 ** from the free-space reserve; EROFS on a readonly packset; pack_sync.
 ** pack_read_held reads records the page cache dropped with O_DIRECT, cached
-** ones through the cache, and checks both the same way. Framed appends,
+** ones through the cache, and checks both the same way; pack_willneed
+** brings a record back into the cache. Framed appends,
 ** mixed with plain ones from two threads: large records are written with
 ** O_DIRECT at page-aligned offsets, padded; all read back; pack_scan steps
 ** over the padding and still stops at garbage.
@@ -316,6 +317,12 @@ START_TEST(test_read_held)
     for (int i = 0; i < 4; i++) check_held(ps, &x[i]);
     ck_assert_uint_eq(pack_direct_reads(ps), 4 * direct);
     if (direct) ck_assert_int_eq(cached_pages(fd, 0, 1 << 30), 0); /* and it stays so */
+    /* pack_willneed brings a record into the cache: read through it then. */
+    pack_willneed(ps, x[3].pack, x[3].off, PACK_REC_HDR + x[3].r.stored_len);
+    if (direct) ck_assert_int_gt(cached_pages(fd, x[3].off, PACK_REC_HDR + x[3].r.stored_len), 0);
+    check_held(ps, &x[3]);
+    ck_assert_uint_eq(pack_direct_reads(ps), 4 * direct);
+    ck_assert_int_eq(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
     for (int i = 0; i < 4; i++) check_read(ps, &x[i]); /* buffered: now cached */
     for (int i = 0; i < 4; i++) check_held(ps, &x[i]);
     ck_assert_uint_eq(pack_direct_reads(ps), 4 * direct);
