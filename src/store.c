@@ -150,7 +150,7 @@ static uint8_t *scratch(size_t need)
     return s ? s->frame : NULL;
 }
 
-static int load_block(struct store *st, const struct fsm_chunk *c, void *dst, int cold);
+static int load_block(struct store *st, const struct fsm_chunk *c, void *dst);
 static int fill_cache(struct store *st, const struct fsm_chunk *c, uint64_t key,
                       size_t off, size_t len, void *dst, int cold);
 
@@ -171,7 +171,7 @@ static int block_copy(struct store *st, const struct fsm_chunk *c, int how, uint
                      : bcache_get_claim(st->cache, key, 0, c->raw_len, *out, 1) == BCACHE_HIT;
     if (hit) *hit = cached;
     int rc = cached            ? 0
-             : how == GET_LAST ? load_block(st, c, *out, 1)
+             : how == GET_LAST ? load_block(st, c, *out)
                                : fill_cache(st, c, key, 0, c->raw_len, *out, how == GET_COLD);
     if (rc < 0) {
         free(*out);
@@ -297,10 +297,13 @@ static void willneed_chain(struct store *st, const struct fsm_chunk *c)
     }
 }
 
-/* Decode a delta: rebuild its base first (through the cache; cold: the
-** chain of a writer's base, not worth keeping). */
+/* Decode a delta: rebuild its base first, through the cache but as the
+** first to go. A base is seldom wanted again for itself (each block has
+** its own chain), and a chain five deep cached as hot pushed out the
+** blocks a reader was about to use: a cold load of fine-tuning
+** checkpoint-120 then decoded a third more. */
 static int decode_delta(struct store *st, const struct fsm_chunk *c, const void *src,
-                        void *dst, int cold)
+                        void *dst)
 {
     /* Bases are rebuilt recursively, each under a claim: a loop in a
     ** corrupt index must end in EIO, not in a wait on our own claim. */
@@ -310,7 +313,7 @@ static int decode_delta(struct store *st, const struct fsm_chunk *c, const void 
     if (rc < 0) return rc == -ENOENT ? -EIO : rc; /* a lost base is corruption */
     uint8_t *base;
     nest++;
-    rc = block_copy(st, &b, cold ? GET_COLD : GET_HOT, &base, NULL);
+    rc = block_copy(st, &b, GET_COLD, &base, NULL);
     nest--;
     CK_TRY(rc);
     rc = codec_decode_based(c->codec, src, c->stored_len, dst, c->raw_len, base, b.raw_len,
@@ -319,7 +322,7 @@ static int decode_delta(struct store *st, const struct fsm_chunk *c, const void 
     return rc;
 }
 
-static int load_block(struct store *st, const struct fsm_chunk *c, void *dst, int cold)
+static int load_block(struct store *st, const struct fsm_chunk *c, void *dst)
 {
     struct pack_rec r = {.codec = c->codec, .raw_len = c->raw_len,
                          .stored_len = c->stored_len, .hash = c->hash};
@@ -332,7 +335,7 @@ static int load_block(struct store *st, const struct fsm_chunk *c, void *dst, in
         const uint8_t *src = NULL;
         rc = pack_read_held(st->packs, c->pack, c->off, &r, &hold, &src);
         if (rc == 0 && codec_needs_base(c->codec, src, c->stored_len))
-            rc = c->base ? decode_delta(st, c, src, dst, cold) : -EIO;
+            rc = c->base ? decode_delta(st, c, src, dst) : -EIO;
         else if (rc == 0)
             rc = codec_decode(c->codec, src, c->stored_len, dst, c->raw_len, NULL, 0);
         free(hold);
@@ -346,7 +349,7 @@ static int load_block(struct store *st, const struct fsm_chunk *c, void *dst, in
 
 int store_verify_block(struct store *st, const struct fsm_chunk *c, void *dst)
 {
-    return load_block(st, c, dst, 0);
+    return load_block(st, c, dst);
 }
 
 /* Decode c's block, claimed by the caller (bcache_get_claim), into the
@@ -356,7 +359,7 @@ static int fill_cache(struct store *st, const struct fsm_chunk *c, uint64_t key,
                       size_t off, size_t len, void *dst, int cold)
 {
     uint8_t *buf = malloc(c->raw_len ? c->raw_len : 1);
-    int rc = buf ? load_block(st, c, buf, cold) : -ENOMEM;
+    int rc = buf ? load_block(st, c, buf) : -ENOMEM;
     if (rc < 0) {
         free(buf);
         bcache_unclaim(st->cache, key);
