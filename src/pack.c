@@ -37,7 +37,7 @@ struct packset {
     struct pack_opts o;
     pthread_mutex_t mu;
     int *fds;          /* fds[id], -1 when not open */
-    int *dfds;         /* O_DIRECT ones: -1 not open, -2 unsupported */
+    int *dfds;         /* O_DIRECT ones: -1 not open, -2 unsupported, -3 - fd refused */
     uint64_t direct;   /* records read with them */
     uint64_t direct_writes; /* records written with them */
     uint32_t nfds;
@@ -103,13 +103,21 @@ int pack_open(const char *dir, const struct pack_opts *o, packset **out)
     return 0;
 }
 
+/* Close the O_DIRECT descriptor of slot i, refused or not; caller holds mu
+** or is the last user. */
+static void close_dfd(packset *ps, uint32_t i)
+{
+    int d = ps->dfds[i];
+    if (d >= 0 || d <= -3) close(d >= 0 ? d : -3 - d);
+    ps->dfds[i] = -1;
+}
+
 void pack_close(packset *ps)
 {
     if (!ps) return;
     for (uint32_t i = 0; i < ps->nfds; i++)
         if (ps->fds[i] >= 0) close(ps->fds[i]);
-    for (uint32_t i = 0; i < ps->nfds; i++)
-        if (ps->dfds[i] >= 0) close(ps->dfds[i]);
+    for (uint32_t i = 0; i < ps->nfds; i++) close_dfd(ps, i);
     free(ps->fds);
     free(ps->dfds);
     close(ps->dirfd);
@@ -228,15 +236,16 @@ static int get_dfd(packset *ps, uint32_t id)
 }
 
 /* Direct I/O on pack id failed with EINVAL (alignment the filesystem
-** wants larger): use the page cache for it from now on. */
+** wants larger): use the page cache for it from now on. The descriptor
+** stays open: another thread may be about to use it, and a closed number
+** could by then name another file. */
 static void refuse_direct(packset *ps, uint32_t id)
 {
     pthread_mutex_lock(&ps->mu);
-    int *d = &ps->dfds[id];
-    if (*d >= 0) close(*d);
-    *d = -2;
+    if (ps->dfds[id] >= 0) ps->dfds[id] = -3 - ps->dfds[id];
     pthread_mutex_unlock(&ps->mu);
 }
+
 
 /* Reserve len bytes in the pack taking appends, at a multiple of align:
 ** *fd, *id, *at. Padding skipped to align is left a hole (zeros). */
@@ -355,7 +364,7 @@ int pack_remove(packset *ps, uint32_t id)
     pthread_mutex_lock(&ps->mu);
     int *slot = id < ps->nfds ? &ps->fds[id] : NULL;
     if (slot && *slot >= 0) close(*slot), *slot = -1;
-    if (slot && ps->dfds[id] >= 0) close(ps->dfds[id]), ps->dfds[id] = -1;
+    if (slot) close_dfd(ps, id);
     if (id == ps->cur) ps->cur = 0; /* appends start a new pack */
     int rc = unlinkat(ps->dirfd, name, 0) < 0 ? -errno : 0;
     if (rc == 0 && fsync(ps->dirfd) < 0) rc = -errno;
