@@ -607,45 +607,21 @@ static int parse_opts(int argc, char **argv, struct opts *o, const char *shortop
     return EX_OK;
 }
 
-/* Undo mountinfo's octal escapes (\040 for a space) in place. */
-static void unescape(char *s)
-{
-    char *d = s;
-    for (; *s; s++, d++) {
-        if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' && s[2] <= '7' &&
-            s[3] >= '0' && s[3] <= '7') {
-            *d = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 + (s[3] - '0'));
-            s += 3;
-        } else {
-            *d = *s;
-        }
-    }
-    *d = 0;
-}
-
 /* If a ckptfs mount serves STORE (its fsname is the store's real path), fsync
 ** the mount's root: the daemon then commits every file closed so far, and
 ** this command sees them. Best effort: an unreachable mount is skipped. */
 static void settle_mount(const char *store)
 {
     char real[PATH_MAX], line[3 * PATH_MAX];
+    struct ck_mount m;
     FILE *f = realpath(store, real) ? fopen("/proc/self/mountinfo", "r") : NULL;
     while (f && fgets(line, sizeof line, f)) {
-        /* ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTS [TAGS...] - FSTYPE SOURCE SUPER */
-        char *sep = strstr(line, " - "), *save, *mnt = NULL;
-        if (!sep) continue;
-        *sep = 0;
-        char *tok = strtok_r(line, " ", &save);
-        for (int i = 0; tok && i < 4; i++) tok = strtok_r(NULL, " ", &save);
-        mnt = tok;
-        char *type = strtok_r(sep + 3, " ", &save), *src = strtok_r(NULL, " ", &save);
-        if (!mnt || !type || !src || strcmp(type, "fuse.ckptfs") != 0) continue;
-        unescape(src);
-        if (strcmp(src, real) != 0) continue;
-        unescape(mnt);
-        int fd = open(mnt, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (ck_mountinfo_parse(line, &m) < 0 || strcmp(m.fstype, "fuse.ckptfs") != 0 ||
+            strcmp(m.source, real) != 0)
+            continue;
+        int fd = open(m.point, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (fd >= 0 && fsync(fd) < 0)
-            fprintf(stderr, "ckptctl: warning: fsync of the mount %s: %s\n", mnt,
+            fprintf(stderr, "ckptctl: warning: fsync of the mount %s: %s\n", m.point,
                     strerror(errno));
         if (fd >= 0) close(fd);
     }

@@ -107,12 +107,12 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 static void readahead_path(const char *real, char *out, size_t cap)
 {
     FILE *f = fopen("/proc/self/mountinfo", "r");
-    char line[4096], dev[64], point[4096];
+    char line[3 * PATH_MAX];
+    struct ck_mount m;
     out[0] = 0;
     while (f && fgets(line, sizeof line, f))
-        if (sscanf(line, "%*s %*s %63s %*s %4095s", dev, point) == 2 &&
-            strcmp(point, real) == 0)
-            snprintf(out, cap, "/sys/class/bdi/%s/read_ahead_kb", dev);
+        if (ck_mountinfo_parse(line, &m) == 0 && strcmp(m.point, real) == 0)
+            snprintf(out, cap, "/sys/class/bdi/%s/read_ahead_kb", m.dev);
     if (f) fclose(f);
 }
 

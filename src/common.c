@@ -27,6 +27,39 @@ void ck_log(int level, const char *fmt, ...)
     if (ck_log_syslog) syslog(prio[level], "%s", msg);
 }
 
+/* Undo mountinfo's octal escapes (\040 for a space) in place. */
+static void unescape(char *s)
+{
+    char *d = s;
+    for (; *s; s++, d++) {
+        if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' && s[2] <= '7' &&
+            s[3] >= '0' && s[3] <= '7') {
+            *d = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 + (s[3] - '0'));
+            s += 3;
+        } else {
+            *d = *s;
+        }
+    }
+    *d = 0;
+}
+
+int ck_mountinfo_parse(char *line, struct ck_mount *m)
+{
+    /* ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTS [TAGS...] - FSTYPE SOURCE SUPER */
+    char *sep = strstr(line, " - "), *save, *tok[5] = {0};
+    if (!sep) return -1;
+    *sep = 0;
+    tok[0] = strtok_r(line, " ", &save);
+    for (int i = 1; i < 5 && tok[i - 1]; i++) tok[i] = strtok_r(NULL, " ", &save);
+    if (!tok[0] || !tok[4]) return -1;
+    char *type = strtok_r(sep + 3, " ", &save), *src = strtok_r(NULL, " ", &save);
+    if (!type || !src) return -1;
+    unescape(tok[4]);
+    unescape(src);
+    *m = (struct ck_mount){tok[2], tok[4], type, src};
+    return 0;
+}
+
 void ck_raise_nofile(void)
 {
     struct rlimit r;

@@ -343,6 +343,24 @@ START_TEST(test_read_held)
 }
 END_TEST
 
+/* common.h's mountinfo line reader, which ckptfs and ckptctl share. */
+START_TEST(test_mountinfo_parse)
+{
+    char line[] = "36 35 0:39 / /tmp/a\\040b\\011c rw,nosuid shared:1 master:2 - "
+                  "fuse.ckptfs /var/st\\134ore rw,user_id=0\n";
+    struct ck_mount m;
+    ck_assert_int_eq(ck_mountinfo_parse(line, &m), 0);
+    ck_assert_str_eq(m.dev, "0:39");
+    ck_assert_str_eq(m.point, "/tmp/a b\tc");
+    ck_assert_str_eq(m.fstype, "fuse.ckptfs");
+    ck_assert_str_eq(m.source, "/var/st\\ore");
+    char no_sep[] = "36 35 0:39 / /mnt rw fuse.ckptfs /st rw\n";
+    ck_assert_int_eq(ck_mountinfo_parse(no_sep, &m), -1);
+    char short_line[] = "36 35 0:39 - fuse.ckptfs /st rw\n";
+    ck_assert_int_eq(ck_mountinfo_parse(short_line, &m), -1);
+}
+END_TEST
+
 START_TEST(test_read_mismatch)
 {
     char dir[128], pdir[160];
@@ -957,6 +975,7 @@ int main(void)
     tcase_add_test(tc, test_write_behind);
     tcase_add_test(tc, test_read_held);
     tcase_add_test(tc, test_append_frame);
+    tcase_add_test(tc, test_mountinfo_parse);
     tcase_add_test(tc, test_concurrent_append);
     suite_add_tcase(s, tc);
     return ut_run(s);
