@@ -333,16 +333,20 @@ int ingest_write(struct store *st, struct node *n, const void *buf, size_t len,
     return rc;
 }
 
+/* Keep n's provisional version (the one it has) as a version. */
+static int keep_provisional(struct store *st, struct node *n)
+{
+    int rc = n->provisional ? fsmeta_keep_current(st->meta, n->ino) : 0;
+    if (rc == 0) n->provisional = 0;
+    return rc;
+}
+
 /* What the last writers closed becomes a version (kept, not provisional)
 ** before anyone changes it again. */
 static int pay_owed(struct store *st, struct node *n)
 {
     int rc = n->flushed ? commit_locked(st, n, 0, 0) : 0;
-    if (rc == 0 && n->provisional) {
-        rc = fsmeta_keep_current(st->meta, n->ino);
-        if (rc == 0) n->provisional = 0;
-    }
-    return rc;
+    return rc == 0 ? keep_provisional(st, n) : rc;
 }
 
 static int truncate_locked(struct store *st, struct node *n, uint64_t size)
@@ -547,10 +551,7 @@ static int commit_locked(struct store *st, struct node *n, int durable, int fina
         rc = commit_dirty(st, n, durable, provisional);
     else if (durable)
         rc = fsmeta_sync(st->meta); /* an earlier commit may not be durable yet */
-    if (rc == 0 && !provisional && n->provisional) {
-        rc = fsmeta_keep_current(st->meta, n->ino);
-        if (rc == 0) n->provisional = 0;
-    }
+    if (rc == 0 && !provisional) rc = keep_provisional(st, n);
     if (n->mode != NODE_CLEAN && final) end_write(st, n, rc);
     return rc;
 }
