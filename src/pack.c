@@ -246,6 +246,11 @@ static void refuse_direct(packset *ps, uint32_t id)
     pthread_mutex_unlock(&ps->mu);
 }
 
+/* Bytes from off up to the next multiple of align (0 if off is one). */
+static uint64_t pad_to(uint64_t off, uint64_t align)
+{
+    return (align - off % align) % align;
+}
 
 /* Reserve len bytes in the pack taking appends, at a multiple of align:
 ** *fd, *id, *at. Padding skipped to align is left a hole (zeros). */
@@ -254,9 +259,9 @@ static int reserve(packset *ps, uint64_t len, uint64_t align, int *fd, uint32_t 
 {
     pthread_mutex_lock(&ps->mu);
     int rc = 0;
-    uint64_t pad = (align - ps->cur_end % align) % align;
-    if (ps->cur == 0 || ps->cur_end + pad + len > ps->o.max_pack_bytes) rc = start_pack(ps);
-    pad = (align - ps->cur_end % align) % align;
+    if (ps->cur == 0 || ps->cur_end + pad_to(ps->cur_end, align) + len > ps->o.max_pack_bytes)
+        rc = start_pack(ps);
+    uint64_t pad = pad_to(ps->cur_end, align);
     *id = ps->cur;
     *at = ps->cur_end + pad;
     *fd = rc == 0 ? ps->fds[*id] : -1;
@@ -388,7 +393,6 @@ int pack_read(packset *ps, uint32_t id, uint64_t off,
     return rec_matches(h, expect) ? 0 : -EIO;
 }
 
-#define DIO_ALIGN 4096
 #if !defined(SYS_cachestat) && (defined(__x86_64__) || defined(__aarch64__))
 #define SYS_cachestat 451 /* Linux 6.5, headers older than it */
 #endif
@@ -397,10 +401,10 @@ int pack_read(packset *ps, uint32_t id, uint64_t off,
 ** *hold covering it; *skip: offset of at in it. */
 static int read_direct(int dfd, uint64_t at, size_t want, uint8_t **hold, size_t *skip)
 {
-    uint64_t a = at & ~(uint64_t)(DIO_ALIGN - 1);
-    size_t span = (size_t)((at + want - a + DIO_ALIGN - 1) & ~(uint64_t)(DIO_ALIGN - 1));
+    uint64_t a = at - at % PACK_FRAME_ALIGN;
+    size_t span = (size_t)(at + want - a + pad_to(at + want, PACK_FRAME_ALIGN));
     void *d;
-    if (posix_memalign(&d, DIO_ALIGN, span) != 0) return -ENOMEM;
+    if (posix_memalign(&d, PACK_FRAME_ALIGN, span) != 0) return -ENOMEM;
     ssize_t n;
     do {
         n = pread(dfd, d, span, (off_t)a); /* short at the file's end: fine */
@@ -502,7 +506,7 @@ int pack_size(packset *ps, uint32_t id, uint64_t *size)
 static uint64_t skip_padding(int fd, uint64_t off, uint64_t size)
 {
     uint8_t z[PACK_FRAME_ALIGN];
-    uint64_t n = (PACK_FRAME_ALIGN - off % PACK_FRAME_ALIGN) % PACK_FRAME_ALIGN;
+    uint64_t n = pad_to(off, PACK_FRAME_ALIGN);
     if (n == 0 || off + n > size || ck_pread_full(fd, z, n, off) < 0) return 0;
     for (uint64_t i = 0; i < n; i++)
         if (z[i]) return 0;

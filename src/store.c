@@ -205,12 +205,12 @@ enum { KEEP_NONE, KEEP_HOT, KEEP_COLD };
 
 /* Append the record of a block encoded as stored[0..len) (codec id codec;
 ** inside frame, a pack frame, unless that is NULL) whose raw bytes are
-** raw[0..raw_len), a delta against base unless NULL; fill *c (id 0). A tensor block is the likely base of the next version's
-** block: keep (KEEP_*) it decoded so that delta need not rebuild it from
-** the pack. */
-static int append_block(struct store *st, uint8_t codec, uint8_t *frame,
-                        const void *stored, size_t len, const void *raw, size_t raw_len, const struct fsm_chunk *base,
-                        int keep, struct fsm_chunk *c)
+** raw[0..raw_len), a delta against base unless NULL; fill *c (id 0). A
+** tensor block is the likely base of the next version's block: keep
+** (KEEP_*) it decoded so that delta need not rebuild it from the pack. */
+static int append_block(struct store *st, uint8_t codec, uint8_t *frame, const void *stored,
+                        size_t len, const void *raw, size_t raw_len,
+                        const struct fsm_chunk *base, int keep, struct fsm_chunk *c)
 {
     struct pack_rec r = {.codec = codec, .raw_len = (uint32_t)raw_len,
                          .stored_len = (uint32_t)len, .hash = XXH3_64bits(raw, raw_len)};
