@@ -882,15 +882,23 @@ START_TEST(test_append_frame)
             for (int i = 0; i < 12; i++) found += t[k].x[i].off == v.off[j];
         ck_assert_int_eq(found, 1);
     }
-    /* Garbage after the last record, not zeros: the scan stops there. */
+    /* After a small record, mid-page: a page of bytes that are zeros but
+    ** for one. Not padding: the scan stops where it starts. */
+    struct rec tail;
+    make_rec(&tail, 1000, 399);
+    append_rec(ps, &tail);
     uint64_t size;
     ck_assert_int_eq(pack_size(ps, 1, &size), 0);
+    ck_assert_uint_ne(size % PACK_FRAME_ALIGN, 0);
+    uint8_t junk[PACK_FRAME_ALIGN] = {0};
+    junk[3] = 'x';
     int fd = open(file, O_WRONLY);
     ck_assert_int_ge(fd, 0);
-    ck_assert_int_eq(ck_pwrite_full(fd, "\0\0\0x", 4, size), 0);
+    ck_assert_int_eq(ck_pwrite_full(fd, junk, sizeof junk, size), 0);
     ck_assert_int_eq(pack_scan(ps, 1, visit_cb, &v, &bad), -EIO);
     ck_assert_uint_eq(bad, size);
     close(fd);
+    free(tail.data);
     if (dio >= 0) close(dio);
     pack_close(ps);
     for (int k = 0; k < 2; k++)
