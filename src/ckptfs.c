@@ -29,7 +29,7 @@ struct cli {
     unsigned long threads, cache_mib, buffer_mib, reserve_mib, block_kib, readahead_kib, behind_mib;
     unsigned long keep_last, keep_every, prune_interval, delta_groups;
     char *keep_within, *policy;
-    int verbose, worker_nice;
+    int verbose, worker_nice, direct_writes;
     double timeout;
 };
 
@@ -44,6 +44,7 @@ static const struct fuse_opt cli_opts[] = {
     OPT("writebehind_mib=%lu", behind_mib),
     OPT("delta_groups=%lu", delta_groups),
     OPT("readahead_kib=%lu", readahead_kib),
+    OPT("direct_writes=%d", direct_writes),
     OPT("attr_timeout=%lf", timeout),
     OPT("keep_last=%lu", keep_last),
     OPT("keep_every=%lu", keep_every),
@@ -76,6 +77,8 @@ static void usage(const char *prog)
            "    -o attr_timeout=S    kernel attribute cache, seconds (default 1)\n"
            "    -o readahead_kib=N   kernel readahead of the mount, KiB (default\n"
            "                         1024; needs root, else the kernel's 128 stays)\n"
+           "    -o direct_writes=0   keep write-only opens in the kernel's page\n"
+           "                         cache (default 1: they bypass it)\n"
            "    -o keep_last=N       retention: keep the last N versions of each\n"
            "                         path family (see ckptctl prune)\n"
            "    -o keep_every=N      retention: and every Nth\n"
@@ -298,7 +301,7 @@ int main(int argc, char **argv)
     limit_arenas();
     ck_raise_nofile();
     struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
-    struct cli cli = {.timeout = 1.0, .worker_nice = INT_MIN, .reserve_mib = ULONG_MAX, .readahead_kib = 1024,
+    struct cli cli = {.timeout = 1.0, .direct_writes = 1, .worker_nice = INT_MIN, .reserve_mib = ULONG_MAX, .readahead_kib = 1024,
                       .behind_mib = ULONG_MAX, .delta_groups = 1};
     struct fuse_cmdline_opts o;
     if (fuse_opt_parse(&args, &cli, cli_opts, opt_proc) != 0) return 2;
@@ -355,7 +358,7 @@ int main(int argc, char **argv)
         policy_format(&pol, pol_text, sizeof pol_text);
         so.policy = pol.kind == POLICY_LOSSLESS ? NULL : pol_text;
     }
-    struct fs fs = {.timeout = cli.timeout, .ra_kib = cli.readahead_kib};
+    struct fs fs = {.timeout = cli.timeout, .direct_writes = cli.direct_writes != 0, .ra_kib = cli.readahead_kib};
     int rc = store_open(cli.store, &so, &fs.st);
     if (rc < 0) {
         fprintf(stderr, "ckptfs: cannot open store %s: %s%s\n", cli.store, strerror(-rc),

@@ -39,6 +39,7 @@
 struct handle {
     struct node *n;
     int writer;
+    unsigned how; /* node_open's decision (NODE_DIRECT, NODE_DROP) */
 };
 #define HANDLE(fi) ((struct handle *)(uintptr_t)(fi)->fh)
 #define NODE(fi) (HANDLE(fi)->n)
@@ -612,16 +613,22 @@ static int open_node(struct fs *fs, uint64_t ino, struct fuse_file_info *fi)
         return -ENOMEM;
     }
     int w = writable(fi);
-    node_add(fs->nodes, n, 0, 1, w);
+    /* Write-only handles (torch.save, safetensors) skip the page cache: the
+    ** kernel then hands the writer's own pages to the daemon instead of
+    ** first copying them into new cached pages, which cost the writer
+    ** most of its time in the kernel. Nothing can mmap such a handle. */
+    unsigned how = node_open(fs->nodes, n, w, fs->direct_writes && (fi->flags & O_ACCMODE) == O_WRONLY);
     int rc = w ? ingest_open_writer(fs->st, n) : 0;
     if (rc == 0 && (fi->flags & O_TRUNC) && w) rc = ingest_truncate(fs->st, n, 0);
     if (rc < 0) {
-        node_add(fs->nodes, n, 0, -1, -w);
+        node_close(fs->nodes, n, w, how);
         free(h);
     } else {
-        *h = (struct handle){n, w};
+        *h = (struct handle){n, w, how};
         fi->fh = (uintptr_t)h;
-        fi->keep_cache = 1; /* every change passes through this mount's page cache */
+        fi->direct_io = (how & NODE_DIRECT) != 0;
+        /* every other change passes through this mount's page cache */
+        fi->keep_cache = (how & NODE_DROP) == 0;
     }
     unpin(fs, n);
     return rc;
@@ -702,7 +709,7 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
     struct handle *h = HANDLE(fi);
     struct node *n = h->n;
     n = node_pin(fs->nodes, n->ino); /* keep it while the handle goes */
-    if (node_add(fs->nodes, n, 0, -1, -h->writer) == 0 && h->writer)
+    if (node_close(fs->nodes, n, h->writer, h->how) == 0 && h->writer)
         ingest_commit(fs->st, n, 0, 1);
     free(h);
     unpin(fs, n);

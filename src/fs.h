@@ -24,6 +24,7 @@ struct fs {
     node_table *nodes;
     hview *view;    /* MOUNT/.ckptfs */
     double timeout; /* attribute and entry cache, seconds */
+    int direct_writes; /* write-only handles bypass the page cache */
     char ra_path[128];     /* sysfs readahead file of the mount ("" unknown) */
     unsigned long ra_kib;  /* readahead to set there once INIT is done */
     int ra_done;

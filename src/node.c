@@ -106,14 +106,47 @@ struct node *node_find(node_table *t, uint64_t ino)
     return n;
 }
 
-unsigned node_add(node_table *t, struct node *n, int64_t dlookup, int dopen, int dwriters)
+/* node_add with the table lock held. */
+static unsigned add_locked(struct node *n, int64_t dlookup, int dopen, int dwriters)
 {
-    pthread_mutex_lock(&t->mu);
     n->nlookup = (uint64_t)((int64_t)n->nlookup + dlookup);
     n->nopen = (unsigned)((int)n->nopen + dopen);
     /* Atomic: ingest_commit reads it under the node lock, not the table's. */
     unsigned w = (unsigned)((int)n->nwriters + dwriters);
     __atomic_store_n(&n->nwriters, w, __ATOMIC_RELEASE);
+    return w;
+}
+
+unsigned node_add(node_table *t, struct node *n, int64_t dlookup, int dopen, int dwriters)
+{
+    pthread_mutex_lock(&t->mu);
+    unsigned w = add_locked(n, dlookup, dopen, dwriters);
+    pthread_mutex_unlock(&t->mu);
+    return w;
+}
+
+unsigned node_open(node_table *t, struct node *n, int writer, int want_direct)
+{
+    pthread_mutex_lock(&t->mu);
+    unsigned how = 0;
+    if (want_direct && n->nopen == 0) {
+        how = NODE_DIRECT;
+        n->ndirect++;
+        n->stale = 1;
+    } else if (n->stale) {
+        how = NODE_DROP;
+        n->stale = n->ndirect > 0; /* a direct writer still open: drop again */
+    }
+    add_locked(n, 0, 1, writer);
+    pthread_mutex_unlock(&t->mu);
+    return how;
+}
+
+unsigned node_close(node_table *t, struct node *n, int writer, unsigned how)
+{
+    pthread_mutex_lock(&t->mu);
+    if (how & NODE_DIRECT) n->ndirect--;
+    unsigned w = add_locked(n, 0, -1, -writer);
     pthread_mutex_unlock(&t->mu);
     return w;
 }

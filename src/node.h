@@ -30,6 +30,8 @@ struct node {
     /* guarded by the table lock (nwriters is also read without it, atomically) */
     uint64_t nlookup;
     unsigned nopen, nwriters, pins;
+    unsigned ndirect; /* open handles whose writes bypass the page cache */
+    int stale;        /* the kernel's cached pages may predate such writes */
 
     pthread_mutex_t mu;
     /* committed content, cached for reads (loaded on first use) */
@@ -86,6 +88,20 @@ struct node *node_pin(node_table *t, uint64_t ino);
 /* Adjust counters of a pinned node (lookup, open, writers); returns the
 ** number of writers left. */
 unsigned node_add(node_table *t, struct node *n, int64_t dlookup, int dopen, int dwriters);
+/* What node_open decided for a handle (node_open's result bits). */
+#define NODE_DIRECT 1 /* its writes bypass the kernel's page cache */
+#define NODE_DROP 2   /* the kernel must drop its cached pages at this open */
+
+/* Count an open handle of a pinned node (a writer if writer is set) and
+** decide, atomically with the other opens, how the kernel caches it. A
+** handle that asks for direct writes gets them only as the node's sole
+** open handle: cached pages of other handles could not stay coherent
+** with writes that skip them on kernels that do not invalidate them.
+** The next cached open after such writes drops the pages. */
+unsigned node_open(node_table *t, struct node *n, int writer, int want_direct);
+/* Undo node_open for a handle with those result bits; returns the number
+** of writers left. */
+unsigned node_close(node_table *t, struct node *n, int writer, unsigned how);
 /* Drop a pin. Returns 1 when the node is gone (no refs of any kind left). */
 int node_unpin(node_table *t, struct node *n);
 /* Node of ino if one exists (pinned), else NULL. */

@@ -8,8 +8,8 @@
 ** One flat directory of up to NULL_FILES regular files. Writes are
 ** acknowledged and discarded (only the size is kept); reads return zeros.
 ** The connection is set up as ckptfs sets up its own (max_write 1 MiB,
-** readahead 1 MiB, page cache kept across opens, no writeback cache, the
-** same multithreaded loop), so the gap between this and native is what the
+** readahead 1 MiB, page cache kept across opens, write-only opens
+** bypassing it, no writeback cache, the same multithreaded loop), so the gap between this and native is what the
 ** kernel's FUSE path costs, and the gap between this and ckptfs is what
 ** ckptfs itself costs. Not installed; not a test of anything by itself.
 */
@@ -124,6 +124,7 @@ static void null_create(fuse_req_t req, fuse_ino_t parent, const char *name, mod
     snprintf(files[slot].name, NULL_NAME_MAX, "%s", name);
     files[slot].size = 0;
     fi->keep_cache = 1;
+    fi->direct_io = (fi->flags & O_ACCMODE) == O_WRONLY;
     reply_entry(req, (fuse_ino_t)slot + 2, fi);
     pthread_mutex_unlock(&lock);
 }
@@ -135,6 +136,7 @@ static void null_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     if (f && (fi->flags & O_TRUNC)) f->size = 0;
     pthread_mutex_unlock(&lock);
     fi->keep_cache = 1;
+    fi->direct_io = (fi->flags & O_ACCMODE) == O_WRONLY;
     if (f) fuse_reply_open(req, fi); else fuse_reply_err(req, ENOENT);
 }
 
