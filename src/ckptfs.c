@@ -374,6 +374,7 @@ int main(int argc, char **argv)
     if (se) {
         keep.st = fs.st;
         keep.se = se;
+        fs.se = se;
         keep.fs = &fs;
         ret = serve(se, &o, &fs, &keep);
         fuse_session_destroy(se);

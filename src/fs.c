@@ -621,13 +621,13 @@ static int open_node(struct fs *fs, uint64_t ino, struct fuse_file_info *fi)
     int rc = w ? ingest_open_writer(fs->st, n) : 0;
     if (rc == 0 && (fi->flags & O_TRUNC) && w) rc = ingest_truncate(fs->st, n, 0);
     if (rc < 0) {
-        node_close(fs->nodes, n, w, how);
+        node_open_undo(fs->nodes, n, w, how);
         free(h);
     } else {
         *h = (struct handle){n, w, how};
         fi->fh = (uintptr_t)h;
         fi->direct_io = (how & NODE_DIRECT) != 0;
-        /* every other change passes through this mount's page cache */
+        /* cached pages stay unless direct writes may have outdated them */
         fi->keep_cache = (how & NODE_DROP) == 0;
     }
     unpin(fs, n);
@@ -687,9 +687,19 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
                      off_t off, struct fuse_file_info *fi)
 {
-    (void)ino;
-    int rc = ingest_write(FS(req)->st, NODE(fi), buf, size, (uint64_t)off);
-    if (rc < 0) fuse_reply_err(req, -rc); else fuse_reply_write(req, size);
+    struct fs *fs = FS(req);
+    struct handle *h = HANDLE(fi);
+    int rc = ingest_write(fs->st, h->n, buf, size, (uint64_t)off);
+    if (rc < 0) {
+        fuse_reply_err(req, -rc);
+        return;
+    }
+    /* A reader opened beside this handle may hold pages of the range,
+    ** read before the write reached us (kernels drop them before sending a
+    ** direct write, or not at all): dropped before the write returns. */
+    if ((h->how & NODE_DIRECT) && node_wrote_direct(fs->nodes, h->n))
+        fuse_lowlevel_notify_inval_inode(fs->se, ino, off, (off_t)size);
+    fuse_reply_write(req, size);
 }
 
 static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)

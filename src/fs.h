@@ -21,6 +21,7 @@
 
 struct fs {
     struct store *st;
+    struct fuse_session *se; /* for notifications to the kernel */
     node_table *nodes;
     hview *view;    /* MOUNT/.ckptfs */
     double timeout; /* attribute and entry cache, seconds */

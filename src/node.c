@@ -132,14 +132,31 @@ unsigned node_open(node_table *t, struct node *n, int writer, int want_direct)
     if (want_direct && n->nopen == 0) {
         how = NODE_DIRECT;
         n->ndirect++;
-        n->stale = 1;
     } else if (n->stale) {
         how = NODE_DROP;
-        n->stale = n->ndirect > 0; /* a direct writer still open: drop again */
+        n->stale = 0;
     }
     add_locked(n, 0, 1, writer);
     pthread_mutex_unlock(&t->mu);
     return how;
+}
+
+void node_open_undo(node_table *t, struct node *n, int writer, unsigned how)
+{
+    node_close(t, n, writer, how);
+    if (!(how & NODE_DROP)) return;
+    pthread_mutex_lock(&t->mu);
+    n->stale = 1;
+    pthread_mutex_unlock(&t->mu);
+}
+
+int node_wrote_direct(node_table *t, struct node *n)
+{
+    pthread_mutex_lock(&t->mu);
+    n->stale = 1;
+    int shared = n->nopen > n->ndirect;
+    pthread_mutex_unlock(&t->mu);
+    return shared;
 }
 
 unsigned node_close(node_table *t, struct node *n, int writer, unsigned how)

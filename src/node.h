@@ -31,7 +31,8 @@ struct node {
     uint64_t nlookup;
     unsigned nopen, nwriters, pins;
     unsigned ndirect; /* open handles whose writes bypass the page cache */
-    int stale;        /* the kernel's cached pages may predate such writes */
+    int stale;        /* such a handle wrote: the kernel's cached pages may be
+                         older than the file */
 
     pthread_mutex_t mu;
     /* committed content, cached for reads (loaded on first use) */
@@ -95,13 +96,18 @@ unsigned node_add(node_table *t, struct node *n, int64_t dlookup, int dopen, int
 /* Count an open handle of a pinned node (a writer if writer is set) and
 ** decide, atomically with the other opens, how the kernel caches it. A
 ** handle that asks for direct writes gets them only as the node's sole
-** open handle: cached pages of other handles could not stay coherent
-** with writes that skip them on kernels that do not invalidate them.
-** The next cached open after such writes drops the pages. */
+** open handle, so no cached handle's pages predate them unseen; the next
+** cached open after such writes drops the pages (node_wrote_direct has
+** the kernel drop those of handles opened beside it). */
 unsigned node_open(node_table *t, struct node *n, int writer, int want_direct);
 /* Undo node_open for a handle with those result bits; returns the number
-** of writers left. */
+** of writers left. node_open_undo is for an open that failed before the
+** kernel heard of it (its drop is still owed). */
 unsigned node_close(node_table *t, struct node *n, int writer, unsigned how);
+void node_open_undo(node_table *t, struct node *n, int writer, unsigned how);
+/* A direct handle (NODE_DIRECT) wrote: 1 if other handles are open, whose
+** pages of the range the caller must have the kernel drop. */
+int node_wrote_direct(node_table *t, struct node *n);
 /* Drop a pin. Returns 1 when the node is gone (no refs of any kind left). */
 int node_unpin(node_table *t, struct node *n);
 /* Node of ino if one exists (pinned), else NULL. */

@@ -9,7 +9,8 @@
 ** acknowledged and discarded (only the size is kept); reads return zeros.
 ** The connection is set up as ckptfs sets up its own (max_write 1 MiB,
 ** readahead 1 MiB, page cache kept across opens, write-only opens
-** bypassing it, no writeback cache, the same multithreaded loop), so the gap between this and native is what the
+** bypassing it (always: ckptfs only as a file's sole open handle), no
+** writeback cache, the same multithreaded loop), so the gap between this and native is what the
 ** kernel's FUSE path costs, and the gap between this and ckptfs is what
 ** ckptfs itself costs. Not installed; not a test of anything by itself.
 */

@@ -2,35 +2,54 @@
 # t_coherence.sh: write-only opens bypass the kernel's page cache
 # (-o direct_writes, the default) and every reader still sees the bytes
 # last written:
-#  - a file written write-only leaves no pages cached (fincore), and with
-#    -o direct_writes=0 it leaves them all;
-#  - a reader that read the file before an in-place write-only rewrite sees
-#    the new bytes after it, through read(2) and through a mapping;
-#  - so does a reader opened while a write-only handle writes (a kernel
-#    without the page invalidation after FUSE direct writes fails this);
-#  - a write-only handle opened while a reader holds the file is cached
-#    like any other, and the reader sees its writes.
+#  - a write-only handle leaves no page cached (cachestat(2) on the
+#    writer's own descriptor), and with -o direct_writes=0 it leaves them;
+#  - after an in-place write-only rewrite, the next open drops the pages
+#    cached before it (fincore), and read(2) and a mapping see the new
+#    bytes; a write-only open that writes nothing drops nothing;
+#  - a reader opened while a direct writer writes sees each later write;
+#  - a write-only handle opened beside a reader is cached like any other,
+#    and the reader sees its writes.
 set -euo pipefail
 # shellcheck source=tests/lib.sh
 . "$TESTLIB"
+command -v fincore >/dev/null || fail "fincore (util-linux) is needed"
 
 MIB=$((1 << 20))
 rand_file "$REF/f" $((6 * MIB + 777))
+PAGES=$(((6 * MIB + 777 + 4095) / 4096))
 
 cached_pages() { fincore --noheadings --output PAGES --bytes "$1" | tr -d ' '; }
 
+# write.py SRC DST: copy SRC to DST write-only and print the pages of DST
+# cached on the writer's descriptor just before it closes.
+cat >"$T/write.py" <<'EOF'
+import ctypes, os, sys
+def cached(fd):
+    rng = (ctypes.c_uint64 * 2)(0, 0)  # the whole file
+    st = (ctypes.c_uint64 * 5)()
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.syscall(451, fd, rng, st, 0) != 0:  # cachestat(2), Linux 6.5
+        sys.exit("cachestat: %s" % os.strerror(ctypes.get_errno()))
+    return st[0]
+data = open(sys.argv[1], "rb").read()
+fd = os.open(sys.argv[2], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+for off in range(0, len(data), 1 << 20):
+    os.write(fd, data[off:off + (1 << 20)])
+print(cached(fd))
+os.close(fd)
+EOF
+
 log "direct writes leave nothing cached"
 mount_fs
-cp "$REF/f" "$MNT/f"
-pages=$(cached_pages "$MNT/f")
-[ "$pages" = 0 ] || fail "a file written write-only left $pages pages cached"
+pages=$(python3 "$T/write.py" "$REF/f" "$MNT/f")
+[ "$pages" = 0 ] || fail "a write-only handle left $pages pages cached"
 same_file "$REF/f" "$MNT/f"
 umount_fs
 
 log "-o direct_writes=0 keeps them"
 mount_fs direct_writes=0
-cp "$REF/f" "$MNT/g"
-pages=$(cached_pages "$MNT/g")
+pages=$(python3 "$T/write.py" "$REF/f" "$MNT/g")
 [ "$pages" -ge $((6 * MIB / 4096)) ] || fail "with direct_writes=0 only $pages pages were cached"
 same_file "$REF/f" "$MNT/g"
 umount_fs
@@ -47,9 +66,16 @@ os.close(fd)
 EOF
 poke() { python3 "$T/poke.py" "$MNT/f" "$@"; python3 "$T/poke.py" "$REF/f" "$@"; }
 
-log "reopen after a direct rewrite"
+log "a write-only open that writes nothing keeps the cache"
 cat "$MNT/f" >/dev/null # every page cached
+python3 -c 'import os, sys; os.close(os.open(sys.argv[1], os.O_WRONLY))' "$MNT/f"
+pages=$(cached_pages "$MNT/f")
+[ "$pages" = "$PAGES" ] || fail "$pages of $PAGES pages cached after a write-only open without writes"
+
+log "the next open after a direct rewrite drops the cache"
 poke $((2 * MIB - 100)) 5000 0x41
+pages=$(cached_pages "$MNT/f") # fincore's own open drops them
+[ "$pages" = 0 ] || fail "$pages pages still cached after a direct rewrite"
 same_file "$REF/f" "$MNT/f"
 python3 - "$MNT/f" "$REF/f" <<'EOF' || fail "a mapping shows bytes from before the rewrite"
 import mmap, sys
@@ -60,27 +86,30 @@ with open(sys.argv[1], "rb") as f:
 EOF
 
 log "a reader opened while a direct writer writes"
-python3 - "$MNT/f" "$REF/f" <<'EOF' || fail "a reader beside a direct writer read stale bytes"
+python3 - "$MNT/h" "$REF/h" "$REF/f" <<'EOF' || fail "a reader beside a direct writer read stale bytes"
 import os, sys
-mnt, ref = sys.argv[1:]
-wr = [os.open(p, os.O_WRONLY) for p in (mnt, ref)] # first: direct on the mount
-size = os.fstat(wr[0]).st_size
+mnt, ref, src = sys.argv[1:]
+data = open(src, "rb").read()
+# The first handle of a new file: direct on the mount.
+wr = [os.open(p, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644) for p in (mnt, ref)]
+for w in wr:
+    os.write(w, data)
+size = len(data)
 def poke(off, b):
     for w in wr:
         os.pwrite(w, bytes([b]) * 10, off)
-poke(100, 0x61)
 fd = os.open(mnt, os.O_RDONLY)
 def check(what):
     if os.pread(fd, size, 0) != open(ref, "rb").read():
         sys.exit("%s: content differs" % what)
 check("at open")
-for i, off in enumerate((0, 3 << 20, size - 10)):
+for i, off in enumerate((0, 100, 3 << 20, size - 10)):
     poke(off, 0x62 + i)
     check("after rewrite %d at %d" % (i, off))
 for f in wr + [fd]:
     os.close(f)
 EOF
-same_file "$REF/f" "$MNT/f"
+same_file "$REF/h" "$MNT/h"
 
 log "a write-only handle opened beside a reader"
 python3 - "$MNT/f" "$REF/f" <<'EOF' || fail "writes beside a reader were not seen"
@@ -103,4 +132,5 @@ same_file "$REF/f" "$MNT/f"
 log "after remount"
 remount_fs
 same_file "$REF/f" "$MNT/f"
+same_file "$REF/h" "$MNT/h"
 umount_fs
