@@ -7,6 +7,7 @@
 ** at once, the extra ones go unclaimed and may be decoded twice.
 */
 #include "bcache.h"
+#include "bbuf.h"
 #include "common.h"
 
 #include <pthread.h>
@@ -50,7 +51,7 @@ void bcache_destroy(bcache *c)
     if (!c) return;
     for (struct entry *e = c->head, *n; e; e = n) {
         n = e->next;
-        free(e->buf);
+        bbuf_free(e->buf);
         free(e);
     }
     pthread_mutex_destroy(&c->mu);
@@ -88,12 +89,18 @@ static void lru_push(bcache *c, struct entry *e, int cold)
     if (!c->tail) c->tail = e;
 }
 
-static void evict(bcache *c, struct entry *e)
+/* Under c->mu: take e out of the cache (it stays the caller's). */
+static void detach(bcache *c, struct entry *e)
 {
     lru_unlink(c, e);
     *slot(c, e->key) = e->hnext;
     c->used -= e->len;
-    free(e->buf);
+}
+
+static void evict(bcache *c, struct entry *e)
+{
+    detach(c, e);
+    bbuf_free(e->buf);
     free(e);
 }
 
@@ -172,9 +179,20 @@ int bcache_get(bcache *c, uint64_t key, size_t off, size_t len, void *dst)
     return get(c, key, off, len, dst, 0);
 }
 
-int bcache_get_last(bcache *c, uint64_t key, size_t off, size_t len, void *dst)
+void *bcache_take(bcache *c, uint64_t key, size_t len)
 {
-    return get(c, key, off, len, dst, 1);
+    pthread_mutex_lock(&c->mu);
+    struct entry *e = *slot(c, key);
+    void *buf = NULL;
+    if (e && e->len == len) {
+        buf = e->buf;
+        detach(c, e);
+    } else {
+        e = NULL;
+    }
+    pthread_mutex_unlock(&c->mu);
+    free(e);
+    return buf;
 }
 
 int bcache_mark_last(bcache *c, uint64_t key)
@@ -187,7 +205,7 @@ void bcache_put(bcache *c, uint64_t key, void *buf, size_t len, int cold)
     struct entry *e = malloc(sizeof *e);
     if (!e || len > c->cap) {
         free(e);
-        free(buf);
+        bbuf_free(buf);
         bcache_unclaim(c, key); /* its waiters decode it themselves */
         return;
     }

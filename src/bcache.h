@@ -9,8 +9,8 @@
 ** Writers use it for the bases of their deltas, which come round in a
 ** cycle: each block of a checkpoint is the base of the same block of the
 ** next one. Under plain LRU a checkpoint larger than the cache would evict
-** every base just before its use. So a base is marked as used for the last
-** time when its successor is encoded (that successor takes its place), and
+** every base just before its use. So a base leaves the cache when its
+** successor is encoded (bcache_take: that successor takes its place), and
 ** a block whose base was not cached goes in as the first to go: the blocks
 ** that are cached stay cached, and a cache of a fraction of a checkpoint
 ** serves that fraction of its bases.
@@ -27,15 +27,17 @@ int bcache_create(size_t cap_bytes, bcache **out);
 void bcache_destroy(bcache *c);
 
 /* Copy [off, off+len) of the cached block `key` into dst; 1 if present, 0
-** if not. It becomes the most recently used; with bcache_get_last, the
-** first to go. */
+** if not. It becomes the most recently used. */
 int bcache_get(bcache *c, uint64_t key, size_t off, size_t len, void *dst);
-int bcache_get_last(bcache *c, uint64_t key, size_t off, size_t len, void *dst);
+/* Take the whole cached block `key` (len bytes) out of the cache: its
+** buffer (bbuf.h) is the caller's. NULL if not cached whole. For a base
+** at its last use, which its successor replaces. */
+void *bcache_take(bcache *c, uint64_t key, size_t len);
 /* Make block `key` the first to go, unread (a base not used because its
 ** chain is full: the keyframe written instead takes its place); 1 if it
 ** was cached. */
 int bcache_mark_last(bcache *c, uint64_t key);
-/* Insert a decoded block; the cache takes ownership of buf (malloc'd). It
+/* Insert a decoded block; the cache takes ownership of buf (bbuf.h). It
 ** is the most recently used, or with cold the first to go. Ends a claim
 ** on key. */
 void bcache_put(bcache *c, uint64_t key, void *buf, size_t len, int cold);

@@ -7,6 +7,7 @@
 ** than compressing a small block. They are freed when the thread exits.
 */
 #include "codec.h"
+#include "bbuf.h"
 #include "common.h"
 #include "lossy.h"
 #include "tcodec.h"
@@ -79,7 +80,7 @@ static int encode_tensor(const void *raw, size_t raw_len, uint8_t *dst, size_t c
     int nb = 0, wide = -1, mode, which;
     if (h->base) bases[nb] = h->base, hashes[nb++] = h->base_hash;
     uint8_t *wbase = NULL;
-    if (h->narrow && h->width == 4 && h->is_float && (wbase = malloc(raw_len ? raw_len : 1)) &&
+    if (h->narrow && h->width == 4 && h->is_float && (wbase = bbuf_alloc(raw_len)) &&
         widen(h->narrow, h->narrow_len, h->narrow_off, wbase, raw_len) == 0)
         wide = nb, bases[nb] = wbase, hashes[nb++] = XXH3_64bits(wbase, raw_len);
     size_t hdr = wide >= 0 ? WIDE_HDR : 0;
@@ -89,7 +90,7 @@ static int encode_tensor(const void *raw, size_t raw_len, uint8_t *dst, size_t c
     struct tc_opts o = {TC_DELTA_ULP, 0, h->no_group};
     int rc = tc_encode_from(raw, raw_len, h->width, h->is_float, bases, hashes, nb, &o,
                             dst + hdr, cap - hdr, stored_len, &mode, &which);
-    free(wbase);
+    bbuf_free(wbase);
     CK_TRY(rc);
     if (mode != TC_STANDALONE && which == wide) {
         ck_put32(dst, h->narrow_off);
@@ -178,7 +179,7 @@ static int encode_plain_based(const void *raw, size_t raw_len, uint8_t *dst, siz
                               size_t *stored_len, int *delta)
 {
     CK_TRY(encode_plain(raw, raw_len, dst, cap, level, codec, stored_len));
-    uint8_t *alt = malloc(cap), alt_codec;
+    uint8_t *alt = bbuf_alloc(cap), alt_codec;
     if (!alt) return 0; /* the plain form stands */
     struct codec_hint t = *h;
     t.narrow = NULL;
@@ -192,7 +193,7 @@ static int encode_plain_based(const void *raw, size_t raw_len, uint8_t *dst, siz
         *stored_len = alt_len;
         *delta = alt_delta;
     }
-    free(alt);
+    bbuf_free(alt);
     return rc == -ENOMEM ? 0 : rc;
 }
 
@@ -221,13 +222,13 @@ static int decode_wide(const uint8_t *src, size_t stored_len, void *dst, size_t 
 {
     if (stored_len < WIDE_HDR || !base || ck_get64(src + 4) != base_hash) return -EIO;
     uint32_t off = ck_get32(src);
-    uint8_t *wbase = malloc(raw_len ? raw_len : 1);
+    uint8_t *wbase = bbuf_alloc(raw_len);
     if (!wbase) return -ENOMEM;
     int rc = widen(base, base_len, off, wbase, raw_len);
     if (rc == 0)
         rc = tc_decode(src + WIDE_HDR, stored_len - WIDE_HDR, wbase, XXH3_64bits(wbase, raw_len),
                        dst, raw_len);
-    free(wbase);
+    bbuf_free(wbase);
     return rc;
 }
 

@@ -7,10 +7,12 @@
 */
 #include "ingest.h"
 #include "policy.h"
+#include "bbuf.h"
 #include "common.h"
 #include "cutter.h"
 #include "xbase.h"
 
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -31,7 +33,10 @@ static void encode_job(void *arg)
     struct job *j = arg;
     struct fsm_extent e = {0};
     int rc = 0;
-    if (!ck_is_zero(j->raw, j->len)) rc = store_put_block(j->st, j->raw, j->len, &j->h, &e.c);
+    if (ck_is_zero(j->raw, j->len))
+        bbuf_free(j->raw);
+    else
+        rc = store_put_block_own(j->st, j->raw, j->len, &j->h, &e.c);
     __atomic_sub_fetch(&j->st->queued, (uint64_t)j->len, __ATOMIC_RELAXED);
     struct node *n = j->n;
     pthread_mutex_lock(&n->cmu);
@@ -40,7 +45,6 @@ static void encode_job(void *arg)
     n->inflight--;
     pthread_cond_broadcast(&n->ccv);
     pthread_mutex_unlock(&n->cmu);
-    free(j->raw);
     free(j);
 }
 
@@ -48,7 +52,7 @@ static void hint_for(struct store *st, struct node *n, const uint8_t *raw, uint6
                      size_t len, struct store_hint *h);
 static int commit_locked(struct store *st, struct node *n, int durable, int final);
 
-/* Queue raw (malloc'd, ownership passes) as the block at file offset off,
+/* Queue raw (bbuf.h, ownership passes) as the block at file offset off,
 ** just cut by the node's cutter if it has one. */
 static int submit_block(struct store *st, struct node *n, uint8_t *raw, size_t len,
                         uint64_t off)
@@ -71,7 +75,7 @@ static int submit_block(struct store *st, struct node *n, uint8_t *raw, size_t l
     pthread_mutex_unlock(&n->cmu);
     if (!ok) {
         free(j);
-        free(raw);
+        bbuf_free(raw);
         return -ENOMEM;
     }
     __atomic_add_fetch(&st->queued, (uint64_t)len, __ATOMIC_RELAXED);
@@ -132,7 +136,7 @@ static int load_committed(struct store *st, struct node *n, struct fsm_attr *out
 
 static void drop_stream(struct node *n)
 {
-    free(n->tail);
+    bbuf_free(n->tail);
     n->tail = NULL;
     n->tail_len = 0;
     n->npend = 0;
@@ -236,7 +240,7 @@ static int to_stage(struct store *st, struct node *n)
     size_t cnt = n->mode == NODE_STREAM ? n->npend : n->map->n;
     size_t big = 1; /* blocks may predate the current block size */
     for (size_t i = 0; i < cnt; i++) big = CK_MAX(big, (size_t)ext[i].c.raw_len);
-    uint8_t *buf = malloc(big);
+    uint8_t *buf = bbuf_alloc(big);
     int rc = buf ? 0 : -ENOMEM;
     for (size_t i = 0; rc == 0 && i < cnt; i++) {
         if (ext[i].c.raw_len == 0) continue;
@@ -246,7 +250,7 @@ static int to_stage(struct store *st, struct node *n)
     if (rc == 0 && n->mode == NODE_STREAM && n->tail_len)
         rc = ck_pwrite_full(fd, n->tail, n->tail_len, n->send - n->tail_len);
     if (rc == 0 && ftruncate(fd, (off_t)n->size) < 0) rc = -errno;
-    free(buf);
+    bbuf_free(buf);
     if (rc < 0) {
         close(fd);
         store_stage_remove(st, n->ino);
@@ -273,6 +277,23 @@ static int leave_clean(struct store *st, struct node *n)
     return 0;
 }
 
+/* A tail buffer for a block of len bytes (at most bs). Sized to the block,
+** not bs: the buffer goes on to the cache and the free list (bbuf.h), where
+** the same block of the next checkpoint finds one of its size. */
+static int tail_room(struct node *n, size_t len, size_t bs)
+{
+    assert(len <= bs);
+    if (n->tail && len <= n->tail_cap) return 0;
+    size_t cap = n->tail ? bs : len; /* the cut moved: make room for any */
+    uint8_t *t = bbuf_alloc(cap);
+    if (!t) return -ENOMEM;
+    if (n->tail) memcpy(t, n->tail, n->tail_len);
+    bbuf_free(n->tail);
+    n->tail = t;
+    n->tail_cap = cap;
+    return 0;
+}
+
 /* Append bytes at the end of the body (n->send), cutting and queueing the
 ** blocks they complete. */
 static int stream_append(struct store *st, struct node *n, const uint8_t *buf, size_t len)
@@ -282,7 +303,7 @@ static int stream_append(struct store *st, struct node *n, const uint8_t *buf, s
     while (len > 0) {
         uint64_t start = n->send - n->tail_len;
         uint64_t end = n->cut ? cutter_block_end(n->cut, start) : start + bs;
-        if (!n->tail && !(n->tail = malloc(bs))) return -ENOMEM;
+        CK_TRY(tail_room(n, (size_t)(end - start), bs));
         size_t take = (size_t)CK_MIN((uint64_t)len, end - n->send);
         memcpy(n->tail + n->tail_len, buf, take);
         n->tail_len += take;
@@ -395,7 +416,7 @@ static int stage_encode(struct store *st, struct node *n)
     size_t bs = st->o.block_size;
     drop_stream(n);
     cut_begin(st, n);
-    uint8_t *buf = malloc(bs);
+    uint8_t *buf = bbuf_alloc(bs);
     int rc = buf ? 0 : -ENOMEM;
     uint64_t size = n->size;
     for (uint64_t off = 0; rc == 0 && off < size; off += bs) {
@@ -408,7 +429,7 @@ static int stage_encode(struct store *st, struct node *n)
         memset(buf + got, 0, len - (size_t)got); /* past the staging end: zeros */
         rc = stream_append(st, n, buf, len);
     }
-    free(buf);
+    bbuf_free(buf);
     if (rc == 0 && n->tail_len) {
         rc = submit_block(st, n, n->tail, n->tail_len, n->send - n->tail_len);
         n->tail = NULL;

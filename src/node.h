@@ -54,7 +54,7 @@ struct node {
     int stage_fd;          /* NODE_STAGE */
     uint64_t send;         /* NODE_STREAM: bytes appended; [send, size) is a hole */
     uint8_t *tail;         /* NODE_STREAM: bytes after the last full block */
-    size_t tail_len;
+    size_t tail_len, tail_cap;
     struct cutter *cut;    /* where blocks end and what they hold (ingest.c) */
     struct xbase *xb;      /* narrow bases of fp32 master weights (xbase.h) */
 

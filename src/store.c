@@ -3,6 +3,7 @@
 */
 #include "store.h"
 #include "codec.h"
+#include "bbuf.h"
 #include "common.h"
 
 #include <fcntl.h>
@@ -158,23 +159,27 @@ static int fill_cache(struct store *st, const struct fsm_chunk *c, uint64_t key,
 ** of a writer's base chain (cold), a writer's base (its last use). */
 enum { GET_HOT, GET_COLD, GET_LAST };
 
-/* c's whole block into a malloc'd *out: from the cache, else decoded and
-** cached (GET_LAST: not cached, its successor is about to be). *hit (if
-** not NULL): it was cached. */
+/* c's whole block into *out (bbuf.h): from the cache, else decoded and
+** cached (GET_LAST: taken out of the cache, or decoded and not cached: its
+** successor is about to take its place). *hit (if not NULL): it was
+** cached. */
 static int block_copy(struct store *st, const struct fsm_chunk *c, int how, uint8_t **out,
                       int *hit)
 {
-    if (!(*out = malloc(c->raw_len ? c->raw_len : 1))) return -ENOMEM;
     uint64_t key = bcache_key(c->pack, c->off);
-    int cached = how == GET_LAST
-                     ? bcache_get_last(st->cache, key, 0, c->raw_len, *out)
-                     : bcache_get_claim(st->cache, key, 0, c->raw_len, *out, 1) == BCACHE_HIT;
+    if (how == GET_LAST && (*out = bcache_take(st->cache, key, c->raw_len))) {
+        if (hit) *hit = 1;
+        return 0;
+    }
+    if (!(*out = bbuf_alloc(c->raw_len))) return -ENOMEM;
+    int cached = how != GET_LAST &&
+                 bcache_get_claim(st->cache, key, 0, c->raw_len, *out, 1) == BCACHE_HIT;
     if (hit) *hit = cached;
     int rc = cached            ? 0
              : how == GET_LAST ? load_block(st, c, *out)
                                : fill_cache(st, c, key, 0, c->raw_len, *out, how == GET_COLD);
     if (rc < 0) {
-        free(*out);
+        bbuf_free(*out);
         *out = NULL;
     }
     return rc;
@@ -207,10 +212,12 @@ enum { KEEP_NONE, KEEP_HOT, KEEP_COLD };
 ** inside frame, a pack frame, unless that is NULL) whose raw bytes are
 ** raw[0..raw_len), a delta against base unless NULL; fill *c (id 0). A
 ** tensor block is the likely base of the next version's block: keep
-** (KEEP_*) it decoded so that delta need not rebuild it from the pack. */
+** (KEEP_*) it decoded so that delta need not rebuild it from the pack.
+** own (if not NULL) is a buffer (bbuf.h) holding raw, given up: cached
+** itself instead of a copy, or freed. */
 static int append_block(struct store *st, uint8_t codec, uint8_t *frame, const void *stored,
                         size_t len, const void *raw, size_t raw_len,
-                        const struct fsm_chunk *base, int keep, struct fsm_chunk *c)
+                        const struct fsm_chunk *base, int keep, struct fsm_chunk *c, void *own)
 {
     struct pack_rec r = {.codec = codec, .raw_len = (uint32_t)raw_len,
                          .stored_len = (uint32_t)len, .hash = XXH3_64bits(raw, raw_len)};
@@ -221,21 +228,30 @@ static int append_block(struct store *st, uint8_t codec, uint8_t *frame, const v
         c->depth = base->depth + 1;
         c->chain = base->chain + len;
     }
-    CK_TRY(frame ? pack_append_frame(st->packs, &r, frame, &c->pack, &c->off)
-                 : pack_append(st->packs, &r, stored, &c->pack, &c->off));
-    uint8_t *copy = keep != KEEP_NONE ? malloc(raw_len ? raw_len : 1) : NULL;
-    if (copy) {
-        memcpy(copy, raw, raw_len);
-        bcache_put(st->cache, bcache_key(c->pack, c->off), copy, raw_len, keep == KEEP_COLD);
+    int rc = frame ? pack_append_frame(st->packs, &r, frame, &c->pack, &c->off)
+                   : pack_append(st->packs, &r, stored, &c->pack, &c->off);
+    /* A block filling most of own is cached in it; a smaller one is copied,
+    ** so that what the cache counts is what it holds. */
+    uint8_t *copy = rc < 0 || keep == KEEP_NONE             ? NULL
+                    : own && raw_len >= bbuf_cap(own) / 2 ? own
+                                                            : bbuf_alloc(raw_len);
+    if (copy != own) {
+        if (copy) memcpy(copy, raw, raw_len);
+        bbuf_free(own);
     }
-    return 0;
+    if (copy) bcache_put(st->cache, bcache_key(c->pack, c->off), copy, raw_len, keep == KEEP_COLD);
+    return rc;
 }
 
-int store_put_block(struct store *st, const void *raw, size_t len,
-                    const struct store_hint *h, struct fsm_chunk *c)
+/* store_put_block, giving up own (see append_block). */
+static int put_block(struct store *st, const void *raw, size_t len,
+                     const struct store_hint *h, struct fsm_chunk *c, void *own)
 {
     uint8_t *frame = scratch(codec_bound(len));
-    if (!frame) return -ENOMEM;
+    if (!frame) {
+        bbuf_free(own);
+        return -ENOMEM;
+    }
     uint8_t *dst = frame + PACK_REC_HDR;
     uint8_t codec;
     size_t stored;
@@ -250,9 +266,12 @@ int store_put_block(struct store *st, const void *raw, size_t len,
                             h ? h->narrow_off : 0, st->o.no_group, h ? h->plain : 0};
     int rc = codec_encode(raw, len, dst, codec_bound(len), st->o.zstd_level,
                           ch.width ? &ch : NULL, &codec, &stored, &delta);
-    free(base);
-    free(narrow);
-    CK_TRY(rc);
+    bbuf_free(base);
+    bbuf_free(narrow);
+    if (rc < 0) {
+        bbuf_free(own);
+        return rc;
+    }
     const struct fsm_chunk *b = delta == CODEC_BASE_SAME     ? &h->base
                                 : delta == CODEC_BASE_NARROW ? &h->narrow
                                                              : NULL;
@@ -261,14 +280,26 @@ int store_put_block(struct store *st, const void *raw, size_t len,
     int keep = !h || !h->width || (h->plain && !h->has_base) ? KEEP_NONE
                : hit                                         ? KEEP_HOT
                                                              : KEEP_COLD;
-    return append_block(st, codec, frame, dst, stored, raw, len, b, keep, c);
+    return append_block(st, codec, frame, dst, stored, raw, len, b, keep, c, own);
+}
+
+int store_put_block(struct store *st, const void *raw, size_t len,
+                    const struct store_hint *h, struct fsm_chunk *c)
+{
+    return put_block(st, raw, len, h, c, NULL);
+}
+
+int store_put_block_own(struct store *st, void *raw, size_t len, const struct store_hint *h,
+                        struct fsm_chunk *c)
+{
+    return put_block(st, raw, len, h, c, raw);
 }
 
 int store_put_encoded(struct store *st, uint8_t codec, const void *stored, size_t len,
                       const void *raw, size_t raw_len, const struct fsm_chunk *base,
                       struct fsm_chunk *c)
 {
-    return append_block(st, codec, NULL, stored, len, raw, raw_len, base, KEEP_HOT, c);
+    return append_block(st, codec, NULL, stored, len, raw, raw_len, base, KEEP_HOT, c, NULL);
 }
 
 int store_space(struct store *st, uint64_t len)
@@ -318,7 +349,7 @@ static int decode_delta(struct store *st, const struct fsm_chunk *c, const void 
     CK_TRY(rc);
     rc = codec_decode_based(c->codec, src, c->stored_len, dst, c->raw_len, base, b.raw_len,
                             b.hash);
-    free(base);
+    bbuf_free(base);
     return rc;
 }
 
@@ -358,10 +389,10 @@ int store_verify_block(struct store *st, const struct fsm_chunk *c, void *dst)
 static int fill_cache(struct store *st, const struct fsm_chunk *c, uint64_t key,
                       size_t off, size_t len, void *dst, int cold)
 {
-    uint8_t *buf = malloc(c->raw_len ? c->raw_len : 1);
+    uint8_t *buf = bbuf_alloc(c->raw_len);
     int rc = buf ? load_block(st, c, buf) : -ENOMEM;
     if (rc < 0) {
-        free(buf);
+        bbuf_free(buf);
         bcache_unclaim(st->cache, key);
         return rc;
     }

@@ -112,6 +112,10 @@ struct store_hint {
 ** durable until synced. */
 int store_put_block(struct store *st, const void *raw, size_t len,
                     const struct store_hint *h, struct fsm_chunk *c);
+/* store_put_block of a buffer from bbuf_alloc, which it takes over (to
+** cache without copying, or to free), whatever the outcome. */
+int store_put_block_own(struct store *st, void *raw, size_t len, const struct store_hint *h,
+                        struct fsm_chunk *c);
 /* Append a block encoded elsewhere (a lossy re-encoding): stored[0..len),
 ** codec id codec, decodes to raw[0..raw_len), against base (NULL: none).
 ** Fills *c (id 0) and caches raw. Not durable until synced. */

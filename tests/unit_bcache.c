@@ -4,6 +4,7 @@
 ** fixed share of the bases when a checkpoint is larger than the cache,
 ** and claims, which let one reader decode a block while others wait.
 */
+#include "../src/bbuf.h"
 #include "../src/bcache.h"
 #include "unit_util.h"
 
@@ -12,9 +13,17 @@
 
 #define BLK 1000
 
+/* The cache frees what it holds with bbuf_free. */
+static void *xbbuf(size_t n)
+{
+    void *p = bbuf_alloc(n);
+    ck_assert_ptr_nonnull(p);
+    return p;
+}
+
 static void put_block(bcache *c, uint64_t key, int cold)
 {
-    uint8_t *b = ut_xmalloc(BLK);
+    uint8_t *b = xbbuf(BLK);
     memset(b, (int)(key & 0xFF), BLK);
     bcache_put(c, key, b, BLK, cold);
 }
@@ -41,7 +50,7 @@ START_TEST(test_bounds_and_ranges)
     put_block(c, 5, 0);
     ck_assert(!has(c, 2));
     ck_assert(has(c, 3) && has(c, 4) && has(c, 5));
-    uint8_t *big = ut_xmalloc(4 * BLK);
+    uint8_t *big = xbbuf(4 * BLK);
     bcache_put(c, 9, big, 4 * BLK, 0); /* larger than the cache: dropped */
     ck_assert(has(c, 3) && has(c, 4) && has(c, 5));
     bcache_destroy(c);
@@ -51,10 +60,9 @@ END_TEST
 START_TEST(test_last_and_cold)
 {
     bcache *c;
-    uint8_t probe[BLK];
     ck_assert_int_eq(bcache_create(3 * BLK, &c), 0);
     for (uint64_t k = 1; k <= 3; k++) put_block(c, k, 0);
-    ck_assert_int_eq(bcache_get_last(c, 3, 0, BLK, probe), 1); /* newest, now first to go */
+    ck_assert_int_eq(bcache_mark_last(c, 3), 1); /* newest, now first to go */
     put_block(c, 4, 0);
     ck_assert(!has(c, 3));
     ck_assert(has(c, 1) && has(c, 2) && has(c, 4));
@@ -70,9 +78,30 @@ START_TEST(test_last_and_cold)
 }
 END_TEST
 
+/* A base at its last use leaves the cache with its buffer: room for its
+** successor without evicting another block. */
+START_TEST(test_take)
+{
+    bcache *c;
+    ck_assert_int_eq(bcache_create(3 * BLK, &c), 0);
+    for (uint64_t k = 1; k <= 3; k++) put_block(c, k, 0);
+    ck_assert_ptr_null(bcache_take(c, 9, BLK));     /* not cached */
+    ck_assert_ptr_null(bcache_take(c, 2, BLK / 2)); /* not whole */
+    uint8_t *b = bcache_take(c, 2, BLK);
+    ck_assert_ptr_nonnull(b);
+    ck_assert_uint_eq(b[0], 2);
+    ck_assert_uint_eq(b[BLK - 1], 2);
+    ck_assert(!has(c, 2));
+    bbuf_free(b);
+    put_block(c, 4, 0); /* fits in the room 2 left */
+    ck_assert(has(c, 1) && has(c, 3) && has(c, 4));
+    bcache_destroy(c);
+}
+END_TEST
+
 /* Versions of a file of N blocks written in turn, each block a delta
 ** against the same block of the version before, as store_put_block uses
-** the cache: the base read with bcache_get_last when cached, the new block
+** the cache: the base taken out (bcache_take) when cached, the new block
 ** put hot then, cold when its base was not cached; every KEY versions the
 ** chain is full and a keyframe is written instead, its base only marked
 ** (bcache_mark_last). With room for C < N blocks, plain LRU would miss
@@ -81,14 +110,16 @@ START_TEST(test_cyclic_bases)
 {
     enum { N = 50, C = 20, VERSIONS = 20, KEY = 4 };
     bcache *c;
-    uint8_t probe[BLK];
     ck_assert_int_eq(bcache_create(C * BLK, &c), 0);
     for (uint64_t b = 0; b < N; b++) put_block(c, b, 1);
     for (uint64_t v = 1; v < VERSIONS; v++) {
         int hits = 0;
         for (uint64_t b = 0; b < N; b++) {
             uint64_t old = (v - 1) * N + b;
-            int hit = v % KEY ? bcache_get_last(c, old, 0, BLK, probe) : bcache_mark_last(c, old);
+            uint8_t *base = v % KEY ? bcache_take(c, old, BLK) : NULL;
+            int hit = base || (v % KEY == 0 && bcache_mark_last(c, old));
+            if (base) ck_assert_uint_eq(base[BLK - 1], old & 0xFF);
+            bbuf_free(base);
             hits += hit;
             put_block(c, v * N + b, !hit);
         }
@@ -112,7 +143,7 @@ START_TEST(test_claims)
     ck_assert_uint_eq(probe[0], 7);
     bcache_unclaim(c, 8); /* a failed decode: the next asker decodes */
     ck_assert_int_eq(bcache_get_claim(c, 8, 0, BLK, probe, 0), BCACHE_MINE);
-    bcache_put(c, 8, ut_xmalloc(4 * BLK), 4 * BLK, 0); /* too large: dropped, claim ended */
+    bcache_put(c, 8, xbbuf(4 * BLK), 4 * BLK, 0); /* too large: dropped, claim ended */
     ck_assert_int_eq(bcache_get_claim(c, 8, 0, BLK, probe, 0), BCACHE_MINE);
     bcache_destroy(c);
 }
@@ -170,6 +201,7 @@ int main(void)
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, test_bounds_and_ranges);
     tcase_add_test(tc, test_last_and_cold);
+    tcase_add_test(tc, test_take);
     tcase_add_test(tc, test_cyclic_bases);
     tcase_add_test(tc, test_claims);
     tcase_add_test(tc, test_claim_waiters);
