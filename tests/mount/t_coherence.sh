@@ -50,7 +50,8 @@ umount_fs
 log "-o direct_writes=0 keeps them"
 mount_fs direct_writes=0
 pages=$(python3 "$T/write.py" "$REF/f" "$MNT/g")
-[ "$pages" -ge $((6 * MIB / 4096)) ] || fail "with direct_writes=0 only $pages pages were cached"
+# Most, not all: the kernel may reclaim a few meanwhile (a drop leaves 0).
+[ "$pages" -gt $((PAGES / 2)) ] || fail "with direct_writes=0 only $pages of $PAGES pages were cached"
 same_file "$REF/f" "$MNT/g"
 umount_fs
 
@@ -70,7 +71,8 @@ log "a write-only open that writes nothing keeps the cache"
 cat "$MNT/f" >/dev/null # every page cached
 python3 -c 'import os, sys; os.close(os.open(sys.argv[1], os.O_WRONLY))' "$MNT/f"
 pages=$(cached_pages "$MNT/f")
-[ "$pages" = "$PAGES" ] || fail "$pages of $PAGES pages cached after a write-only open without writes"
+[ "$pages" -gt $((PAGES / 2)) ] || fail "$pages of $PAGES pages cached after a write-only open without writes"
+log "($pages of $PAGES pages cached)"
 
 log "the next open after a direct rewrite drops the cache"
 poke $((2 * MIB - 100)) 5000 0x41
