@@ -3,10 +3,10 @@
 **
 ** Every buffer is preceded by a 64-byte header in the same allocation:
 **
-**   offset 0  cap    u64 (native)  usable bytes after the header; 0: the
-**                                  allocation is malloc's, not a mapping
+**   offset 0  cap    u64 (native)  usable bytes after the header
 **   offset 8  magic  u32           BBUF_MAGIC while allocated, BBUF_FREE
-**                                  while on the free list
+**                                  once freed
+**   offset 12 mapped u32           1: a mapping of its own; 0: malloc's
 **   offset 16 next, prev           free list links (most recently freed
 **                                  first)
 **
@@ -19,9 +19,9 @@
 */
 #include "bbuf.h"
 
-#include <assert.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 
@@ -32,7 +32,7 @@
 
 struct hdr {
     size_t cap;
-    uint32_t magic;
+    uint32_t magic, mapped;
     struct hdr *next, *prev;
 };
 _Static_assert(sizeof(struct hdr) <= BBUF_HDR, "bbuf header too large");
@@ -74,34 +74,47 @@ static struct hdr *take(size_t cap)
 void *bbuf_alloc(size_t n)
 {
     struct hdr *h;
+    if (n > SIZE_MAX / 2) return NULL;
     if (n < BBUF_MIN) {
         if (!(h = aligned_alloc(BBUF_HDR, (BBUF_HDR + n + BBUF_HDR - 1) / BBUF_HDR * BBUF_HDR)))
             return NULL;
-        h->cap = 0;
+        *h = (struct hdr){.cap = n, .mapped = 0};
     } else if (!(h = take(class_of(n) - BBUF_HDR))) {
         size_t len = class_of(n);
         void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (m == MAP_FAILED) return NULL;
         h = m;
-        h->cap = len - BBUF_HDR;
+        *h = (struct hdr){.cap = len - BBUF_HDR, .mapped = 1};
         __atomic_add_fetch(&mapped, 1, __ATOMIC_RELAXED);
     }
     h->magic = BBUF_MAGIC;
     return (uint8_t *)h + BBUF_HDR;
 }
 
+/* The header of p, which must be a live buffer: anything else (a pointer
+** of malloc's, a buffer freed twice) would corrupt memory, so it stops
+** the process, in every build. */
+static struct hdr *header(const void *p)
+{
+    struct hdr *h = (struct hdr *)((uintptr_t)p - BBUF_HDR);
+    if (h->magic != BBUF_MAGIC) {
+        fprintf(stderr, "bbuf: %p is not a live buffer\n", p);
+        abort();
+    }
+    return h;
+}
+
 void bbuf_free(void *p)
 {
     if (!p) return;
-    struct hdr *h = (struct hdr *)((uint8_t *)p - BBUF_HDR);
-    assert(h->magic == BBUF_MAGIC);
-    if (h->cap == 0) {
+    struct hdr *h = header(p);
+    h->magic = BBUF_FREE;
+    if (!h->mapped) {
         free(h);
         return;
     }
     struct hdr *drop = NULL; /* unmapped after the lock, linked by next */
     pthread_mutex_lock(&mu);
-    h->magic = BBUF_FREE;
     h->prev = NULL;
     h->next = head;
     *(head ? &head->prev : &tail) = h;
@@ -123,9 +136,7 @@ void bbuf_free(void *p)
 
 size_t bbuf_cap(const void *p)
 {
-    const struct hdr *h = (const struct hdr *)((const uint8_t *)p - BBUF_HDR);
-    assert(h->magic == BBUF_MAGIC);
-    return h->cap ? h->cap : BBUF_MIN; /* malloc's: less, but never kept */
+    return header(p)->cap;
 }
 
 void bbuf_stats(size_t *n_mapped, size_t *n_kept)

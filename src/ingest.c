@@ -139,6 +139,7 @@ static void drop_stream(struct node *n)
     bbuf_free(n->tail);
     n->tail = NULL;
     n->tail_len = 0;
+    n->tail_cap = 0;
     n->npend = 0;
     n->send = 0;
     cutter_free(n->cut);
@@ -315,6 +316,7 @@ static int stream_append(struct store *st, struct node *n, const uint8_t *buf, s
             size_t flen = n->tail_len;
             n->tail = NULL;
             n->tail_len = 0;
+            n->tail_cap = 0;
             CK_TRY(submit_block(st, n, full, flen, start));
         }
     }
@@ -434,6 +436,7 @@ static int stage_encode(struct store *st, struct node *n)
         rc = submit_block(st, n, n->tail, n->tail_len, n->send - n->tail_len);
         n->tail = NULL;
         n->tail_len = 0;
+        n->tail_cap = 0;
     }
     n->size = size;
     return rc;

@@ -2,6 +2,7 @@
 ** node.c: the table of in-memory inodes (see node.h).
 */
 #include "node.h"
+#include "bbuf.h"
 #include "cutter.h"
 #include "xbase.h"
 #include "common.h"
@@ -50,7 +51,7 @@ static void node_free(struct node *n)
 {
     if (n->stage_fd >= 0) close(n->stage_fd);
     extmap_put(n->map);
-    free(n->tail);
+    bbuf_free(n->tail);
     cutter_free(n->cut);
     xbase_free(n->xb);
     free(n->pend);

@@ -230,11 +230,12 @@ static int append_block(struct store *st, uint8_t codec, uint8_t *frame, const v
     }
     int rc = frame ? pack_append_frame(st->packs, &r, frame, &c->pack, &c->off)
                    : pack_append(st->packs, &r, stored, &c->pack, &c->off);
-    /* A block filling most of own is cached in it; a smaller one is copied,
-    ** so that what the cache counts is what it holds. */
-    uint8_t *copy = rc < 0 || keep == KEEP_NONE             ? NULL
-                    : own && raw_len >= bbuf_cap(own) / 2 ? own
-                                                            : bbuf_alloc(raw_len);
+    /* A block filling most of own is cached in it; a smaller one is copied:
+    ** the cache counts block bytes, and its buffers must not hold much more
+    ** (a tail is sized to its block, so at least 4/5 full: bbuf.c). */
+    uint8_t *copy = rc < 0 || keep == KEEP_NONE                  ? NULL
+                    : own && raw_len >= bbuf_cap(own) / 4 * 3 ? own
+                                                                 : bbuf_alloc(raw_len);
     if (copy != own) {
         if (copy) memcpy(copy, raw, raw_len);
         bbuf_free(own);

@@ -243,6 +243,20 @@ static void random_writes(struct fx *f, struct node *n, uint8_t *ref, size_t *si
     free(data);
 }
 
+/* A node that goes with a partly filled block (an unmount with a writer
+** open, an import that failed) frees its tail buffer the way it got it. */
+START_TEST(test_free_with_tail)
+{
+    struct fx f;
+    fx_open(&f);
+    uint8_t buf[BS + 1000];
+    memset(buf, 0x5a, sizeof buf);
+    wr(&f, pin(&f, fx_mkfile(&f, "a")), buf, 1000, 0);       /* tail only */
+    wr(&f, pin(&f, fx_mkfile(&f, "b")), buf, sizeof buf, 0); /* a block and a tail */
+    fx_stop(&f);
+}
+END_TEST
+
 START_TEST(test_random_writes)
 {
     struct fx f;
@@ -840,6 +854,7 @@ int main(void)
     TCase *tc = tcase_create("ingest");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_seq_write);
+    tcase_add_test(tc, test_free_with_tail);
     tcase_add_test(tc, test_random_writes);
     tcase_add_test(tc, test_truncate);
     tcase_add_test(tc, test_truncate_up_then_append);

@@ -17,6 +17,7 @@
 ** O_DIRECT at page-aligned offsets, padded; all read back; pack_scan steps
 ** over the padding and still stops at garbage.
 */
+#include "../src/bbuf.h"
 #include "../src/codec.h"
 #include "../src/common.h"
 #include "../src/pack.h"
@@ -456,6 +457,45 @@ static void open_store(const char *dir, struct store **st)
     o.reserve_bytes = 0;
     ck_assert_int_eq(store_open(dir, &o, st), 0);
 }
+
+/* store_put_block_own caches a tensor block in the buffer it was given
+** when the block fills most of it, and otherwise copies it and frees the
+** buffer: counted by the bytes bbuf keeps on its free list. */
+START_TEST(test_put_block_own)
+{
+    char dir[128];
+    ut_newdir(dir);
+    struct store *st;
+    open_store(dir, &st);
+    size_t n = 256 * 1024, m, k0, k1;
+    struct store_hint h = {.width = 2, .is_float = 1};
+    uint8_t *ref = ut_xmalloc(n), *got = ut_xmalloc(n);
+    ut_fill_random(ref, n, 9);
+    struct fsm_chunk ca, cb;
+
+    uint8_t *a = bbuf_alloc(n);
+    memcpy(a, ref, n);
+    bbuf_stats(&m, &k0);
+    ck_assert_int_eq(store_put_block_own(st, a, n, &h, &ca), 0);
+    bbuf_stats(&m, &k1);
+    ck_assert_uint_eq(k1, k0); /* a is the cache's now, not freed */
+    ck_assert_int_eq(store_read_block(st, &ca, 0, n, got), 0);
+    ck_assert(memcmp(got, ref, n) == 0);
+
+    uint8_t *b = bbuf_alloc(n);
+    memcpy(b, ref, n / 4);
+    size_t cap = bbuf_cap(b);
+    bbuf_stats(&m, &k0);
+    ck_assert_int_eq(store_put_block_own(st, b, n / 4, &h, &cb), 0);
+    bbuf_stats(&m, &k1);
+    ck_assert_uint_eq(k1, k0 + cap); /* copied, b freed */
+    ck_assert_int_eq(store_read_block(st, &cb, 0, n / 4, got), 0);
+    ck_assert(memcmp(got, ref, n / 4) == 0);
+    store_close(st);
+    free(ref);
+    free(got);
+}
+END_TEST
 
 /* The store layer checks the raw hash: a flipped payload byte is -EIO for
 ** both a raw and a zstd block, read through a cold cache. */
@@ -971,6 +1011,7 @@ int main(void)
     tcase_add_test(tc, test_read_mismatch);
     tcase_add_test(tc, test_payload_flip_pack_read);
     tcase_add_test(tc, test_payload_flip_store);
+    tcase_add_test(tc, test_put_block_own);
     tcase_add_test(tc, test_scan_clean);
     tcase_add_test(tc, test_scan_torn_payload);
     tcase_add_test(tc, test_scan_torn_header);
