@@ -261,7 +261,8 @@ static int serve(struct fuse_session *se, struct fuse_cmdline_opts *o, struct fs
         struct fuse_loop_config *lc = fuse_loop_cfg_create();
         if (!lc) return 1;
         fuse_loop_cfg_set_clone_fd(lc, (unsigned)o->clone_fd);
-        fuse_loop_cfg_set_idle_threads(lc, o->max_idle_threads);
+        /* UINT_MAX: not given (libfuse 3.14 warns about it as a value) */
+        if (o->max_idle_threads != UINT_MAX) fuse_loop_cfg_set_idle_threads(lc, o->max_idle_threads);
         fuse_loop_cfg_set_max_threads(lc, o->max_threads);
         ret = o->singlethread ? fuse_session_loop(se) : fuse_session_loop_mt(se, lc);
         fuse_loop_cfg_destroy(lc);
@@ -277,7 +278,7 @@ static int serve(struct fuse_session *se, struct fuse_cmdline_opts *o, struct fs
 ** arena are not reused by the others, so peak memory grew with the thread
 ** count. Two arenas (unless MALLOC_ARENA_MAX says otherwise) measured a
 ** peak RSS of 143 against 201 MiB saving and reading back a fine-tuning
-** series, at the same speed. */
+** series, at the same speed (before block buffers left malloc, bbuf.h). */
 static void limit_arenas(void)
 {
 #ifdef M_ARENA_MAX
