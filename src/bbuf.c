@@ -30,6 +30,20 @@
 #define BBUF_FREE 0x66726565u  /* "free" */
 #define BBUF_SCAN 64           /* free buffers looked at per request */
 
+/* Under AddressSanitizer (the fuzzers) every buffer is malloc's, exactly
+** as large as asked: an overrun past the end must hit a red zone, not the
+** slack of a size class. Buffers are then aligned to 16 bytes only. */
+#if defined(__SANITIZE_ADDRESS__)
+#define BBUF_EXACT 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define BBUF_EXACT 1
+#endif
+#endif
+#ifndef BBUF_EXACT
+#define BBUF_EXACT 0
+#endif
+
 struct hdr {
     size_t cap;
     uint32_t magic, mapped;
@@ -75,7 +89,10 @@ void *bbuf_alloc(size_t n)
 {
     struct hdr *h;
     if (n > SIZE_MAX / 2) return NULL;
-    if (n < BBUF_MIN) {
+    if (BBUF_EXACT) {
+        if (!(h = malloc(BBUF_HDR + n))) return NULL;
+        *h = (struct hdr){.cap = n, .mapped = 0};
+    } else if (n < BBUF_MIN) {
         if (!(h = aligned_alloc(BBUF_HDR, (BBUF_HDR + n + BBUF_HDR - 1) / BBUF_HDR * BBUF_HDR)))
             return NULL;
         *h = (struct hdr){.cap = n, .mapped = 0};
