@@ -9,7 +9,9 @@
 #    bytes; a write-only open that writes nothing drops nothing;
 #  - a reader opened while a direct writer writes sees each later write;
 #  - a write-only handle opened beside a reader is cached like any other,
-#    and the reader sees its writes.
+#    and the reader sees its writes;
+#  - appends, truncation, sendfile(2) and O_DIRECT writes through
+#    write-only handles read back as natively, before and after a remount.
 set -euo pipefail
 # shellcheck source=tests/lib.sh
 . "$TESTLIB"
@@ -131,8 +133,37 @@ for f in rd + wr:
 EOF
 same_file "$REF/f" "$MNT/f"
 
+log "append, truncate, O_DIRECT and sendfile through write-only handles"
+python3 - "$MNT" "$REF" <<'EOF' || fail "a write-only handle's append, truncate or sendfile went wrong"
+import os, sys
+mnt, ref = sys.argv[1:]
+blob = os.urandom(3 << 20)
+for d in (mnt, ref):
+    fd = os.open(d + "/app", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    for i in range(0, len(blob), 700000):
+        os.write(fd, blob[i:i + 700000])
+    os.ftruncate(fd, (2 << 20) + 5)  # down, through the same handle
+    os.write(fd, b"after")           # O_APPEND: at the new end
+    os.close(fd)
+    src = os.open(ref + "/f", os.O_RDONLY)
+    fd = os.open(d + "/sent", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    left, off = os.fstat(src).st_size, 0
+    while left:
+        n = os.sendfile(fd, src, off, left)
+        off, left = off + n, left - n
+    os.close(fd)
+    os.close(src)
+EOF
+same_file "$REF/app" "$MNT/app"
+same_file "$REF/sent" "$MNT/sent"
+dd if="$REF/f" of="$MNT/odirect" bs=1M oflag=direct status=none
+same_file "$REF/f" "$MNT/odirect"
+
 log "after remount"
 remount_fs
+same_file "$REF/app" "$MNT/app"
+same_file "$REF/sent" "$MNT/sent"
+same_file "$REF/f" "$MNT/odirect"
 same_file "$REF/f" "$MNT/f"
 same_file "$REF/h" "$MNT/h"
 umount_fs
