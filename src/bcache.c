@@ -27,9 +27,11 @@ struct entry {
 
 struct bcache {
     pthread_mutex_t mu;
-    pthread_cond_t claim_cv;      /* a claim ended */
-    uint64_t claim[NCLAIM];       /* keys being decoded */
-    int nclaim;
+    struct claim {                /* a key being decoded */
+        uint64_t key;
+        int used;
+        pthread_cond_t cv;        /* its claim ended */
+    } claim[NCLAIM];
     size_t cap, used;
     struct entry *head, *tail;
     struct entry *bucket[NBUCKET];
@@ -40,7 +42,7 @@ int bcache_create(size_t cap_bytes, bcache **out)
     bcache *c = calloc(1, sizeof *c);
     if (!c) return -ENOMEM;
     pthread_mutex_init(&c->mu, NULL);
-    pthread_cond_init(&c->claim_cv, NULL);
+    for (int i = 0; i < NCLAIM; i++) pthread_cond_init(&c->claim[i].cv, NULL);
     c->cap = cap_bytes;
     *out = c;
     return 0;
@@ -55,7 +57,7 @@ void bcache_destroy(bcache *c)
         free(e);
     }
     pthread_mutex_destroy(&c->mu);
-    pthread_cond_destroy(&c->claim_cv);
+    for (int i = 0; i < NCLAIM; i++) pthread_cond_destroy(&c->claim[i].cv);
     free(c);
 }
 
@@ -129,18 +131,20 @@ static int get(bcache *c, uint64_t key, size_t off, size_t len, void *dst, int l
 /* Under c->mu: index of key's claim, or -1. */
 static int claim_find(const bcache *c, uint64_t key)
 {
-    for (int i = 0; i < c->nclaim; i++)
-        if (c->claim[i] == key) return i;
+    for (int i = 0; i < NCLAIM; i++)
+        if (c->claim[i].used && c->claim[i].key == key) return i;
     return -1;
 }
 
-/* Under c->mu: end key's claim, if any, and wake its waiters. */
+/* Under c->mu: end key's claim, if any, and wake its waiters only: one
+** condition for all claims woke every waiter at every block decoded (a
+** chain rebuilt under claims ends one per level). */
 static void claim_end(bcache *c, uint64_t key)
 {
     int i = claim_find(c, key);
     if (i < 0) return;
-    c->claim[i] = c->claim[--c->nclaim];
-    pthread_cond_broadcast(&c->claim_cv);
+    c->claim[i].used = 0;
+    pthread_cond_broadcast(&c->claim[i].cv);
 }
 
 int bcache_get_claim(bcache *c, uint64_t key, size_t off, size_t len, void *dst, int wait)
@@ -152,8 +156,13 @@ int bcache_get_claim(bcache *c, uint64_t key, size_t off, size_t len, void *dst,
             rc = BCACHE_HIT;
             break;
         }
-        if (claim_find(c, key) < 0) {
-            if (c->nclaim < NCLAIM) c->claim[c->nclaim++] = key;
+        int i = claim_find(c, key);
+        if (i < 0) {
+            for (i = 0; i < NCLAIM && c->claim[i].used; i++) continue;
+            if (i < NCLAIM) { /* fields, not the struct: a condition is not copied */
+                c->claim[i].key = key;
+                c->claim[i].used = 1;
+            }
             rc = BCACHE_MINE;
             break;
         }
@@ -161,7 +170,7 @@ int bcache_get_claim(bcache *c, uint64_t key, size_t off, size_t len, void *dst,
             rc = BCACHE_BUSY;
             break;
         }
-        pthread_cond_wait(&c->claim_cv, &c->mu);
+        pthread_cond_wait(&c->claim[i].cv, &c->mu);
     }
     pthread_mutex_unlock(&c->mu);
     return rc;
