@@ -20,10 +20,10 @@
 #   TNAME  the test's name, for messages
 #
 # Helpers: fail MSG, check DESC CMD..., check_fails DESC ERRTEXT CMD...,
-# expect_status WANT DESC CMD..., same_file A B, mount_fs [OPTS], umount_fs,
-# remount_fs [OPTS], is_mounted DIR, daemon_pid, wait_daemon_gone, on_exit CMD,
-# stats_field NAME, file_stored PATH, drop_caches, need_torch, train WHAT ARGS...,
-# rand_file F BYTES.
+# expect_status WANT DESC CMD..., same_file A B, same_mapping A B,
+# mount_fs [OPTS], umount_fs, remount_fs [OPTS], is_mounted DIR, daemon_pid,
+# wait_daemon_gone, on_exit CMD, stats_field NAME, file_stored PATH,
+# drop_caches, need_torch, train WHAT ARGS..., rand_file F BYTES.
 #
 # Exit status convention: 0 pass, 1 fail, 77 skip (only when /dev/fuse is absent).
 
@@ -109,6 +109,19 @@ expect_status()
 same_file()
 {
     cmp -- "$1" "$2" || fail "content differs: $1 vs $2"
+}
+
+# same_mapping MNTFILE REFFILE: a read-only MAP_SHARED mapping of MNTFILE
+# holds exactly the bytes of REFFILE.
+same_mapping()
+{
+    python3 - "$1" "$2" <<'PY' || fail "a MAP_SHARED mapping of $1 differs from $2"
+import mmap, sys
+with open(sys.argv[1], "rb") as f:
+    m = mmap.mmap(f.fileno(), 0, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ)
+    if m[:] != open(sys.argv[2], "rb").read():
+        sys.exit("differs")
+PY
 }
 
 # on_exit CMD: run CMD (a string, eval'd) at exit before the temp dir is removed.
