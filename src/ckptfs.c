@@ -126,8 +126,7 @@ static void readahead_path(const char *real, char *out, size_t cap)
 
 struct bg {
     struct store *st; /* its meta is reopened after daemonizing: look it up */
-    struct fuse_session *se;
-    struct fs *fs;
+    struct fs *fs;    /* the mount (fs->se: its kernel notifications) */
     struct hist_policy p;
     unsigned interval;
     uint64_t seen;    /* last change when retention last ran */
@@ -166,7 +165,7 @@ static void recode_changed(void *ctx, uint64_t ino)
 {
     struct bg *b = ctx;
     fs_content_changed(b->fs, ino);
-    int rc = fuse_lowlevel_notify_inval_inode(b->se, (fuse_ino_t)ino, 0, 0);
+    int rc = fuse_lowlevel_notify_inval_inode(b->fs->se, (fuse_ino_t)ino, 0, 0);
     if (rc < 0 && rc != -ENOENT)
         ck_log(CK_LOG_WARN, "cannot drop cached pages of inode %llu: %s",
                (unsigned long long)ino, strerror(-rc));
@@ -374,7 +373,6 @@ int main(int argc, char **argv)
     struct fuse_session *se = fuse_session_new(&args, &fs_ops, sizeof fs_ops, &fs);
     if (se) {
         keep.st = fs.st;
-        keep.se = se;
         fs.se = se;
         keep.fs = &fs;
         ret = serve(se, &o, &fs, &keep);

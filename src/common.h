@@ -83,8 +83,10 @@ static inline uint64_t ck_get64(const uint8_t *p)
 
 /* Full-length pread/pwrite: retry short transfers and EINTR. */
 int ck_pread_full(int fd, void *buf, size_t len, uint64_t off);
+int ck_pwrite_full(int fd, const void *buf, size_t len, uint64_t off);
+
 /* One line of /proc/self/mountinfo, split in place (paths unescaped):
-** ck_mountinfo_next fills m from line and returns 0, or -1 for a line it
+** ck_mountinfo_parse fills m from line and returns 0, or -1 for a line it
 ** cannot read. */
 struct ck_mount {
     const char *dev;    /* MAJ:MIN */
@@ -96,7 +98,6 @@ int ck_mountinfo_parse(char *line, struct ck_mount *m);
 /* Raise the soft limit on open files to the hard one: a packset keeps two
 ** descriptors per pack it has read (pack.c). */
 void ck_raise_nofile(void);
-int ck_pwrite_full(int fd, const void *buf, size_t len, uint64_t off);
 
 /* True when all len bytes are zero. */
 int ck_is_zero(const void *buf, size_t len);

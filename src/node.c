@@ -142,12 +142,18 @@ unsigned node_open(node_table *t, struct node *n, int writer, int want_direct)
     return how;
 }
 
+/* node_close with the table lock held. */
+static unsigned close_locked(struct node *n, int writer, unsigned how)
+{
+    if (how & NODE_DIRECT) n->ndirect--;
+    return add_locked(n, 0, -1, -writer);
+}
+
 void node_open_undo(node_table *t, struct node *n, int writer, unsigned how)
 {
-    node_close(t, n, writer, how);
-    if (!(how & NODE_DROP)) return;
     pthread_mutex_lock(&t->mu);
-    n->stale = 1;
+    close_locked(n, writer, how);
+    if (how & NODE_DROP) n->stale = 1; /* the kernel never dropped them */
     pthread_mutex_unlock(&t->mu);
 }
 
@@ -163,8 +169,7 @@ int node_wrote_direct(node_table *t, struct node *n)
 unsigned node_close(node_table *t, struct node *n, int writer, unsigned how)
 {
     pthread_mutex_lock(&t->mu);
-    if (how & NODE_DIRECT) n->ndirect--;
-    unsigned w = add_locked(n, 0, -1, -writer);
+    unsigned w = close_locked(n, writer, how);
     pthread_mutex_unlock(&t->mu);
     return w;
 }
