@@ -298,6 +298,19 @@ typedef int (*fsmeta_chunk_refs_cb)(void *ctx, const struct fsm_chunk *c, int64_
 int fsmeta_all_chunks(fsmeta *m, fsmeta_chunk_refs_cb cb, void *ctx);
 /* Delete garbage chunk rows that died before dead_before; *n gets the count. */
 int fsmeta_gc_chunks(fsmeta *m, int64_t dead_before, uint64_t *n);
+/* A number that changes when another connection (ckptctl prune beside a
+** mount) commits to meta.db. */
+int fsmeta_data_version(fsmeta *m, uint64_t *v);
+/* A live delta kept by some version whose base no version uses (its
+** versions were pruned): it alone keeps that chain alive. width and dtype:
+** the tensor it holds elements of (width 0: none known). */
+struct fsm_orphan {
+    struct fsm_chunk c;
+    unsigned width;
+    uint8_t dtype;
+};
+/* Up to max of them (*out malloc'd). */
+int fsmeta_orphan_deltas(fsmeta *m, size_t max, struct fsm_orphan **out, size_t *n);
 /* Point chunk id at its record's new place (pack compaction). */
 int fsmeta_chunk_move(fsmeta *m, uint64_t id, uint32_t pack, uint64_t off);
 

@@ -21,6 +21,16 @@ const char *const fsm_check_sql[S_COUNT] = {
     [S_EXTCOUNT] = "SELECT chunk,count(*) FROM extent GROUP BY chunk ORDER BY chunk",
     [S_SETREFS] = "UPDATE chunk SET refs=?2,dead=CASE WHEN ?2=0 THEN ?3 ELSE 0 END "
                   "WHERE id=?1",
+    /* Deltas some extent uses against a base no extent uses; with the
+    ** element width and dtype of the tensor the first such extent lies in. */
+    [S_DATAVER] = "PRAGMA data_version",
+    [S_ORPHANDELTAS] =
+        "SELECT d.id,d.pack,d.off,d.raw_len,d.stored_len,d.codec,d.hash,d.base,d.depth,"
+        "d.chain,(SELECT t.width||' '||t.dtype FROM extent e JOIN tensor t ON t.ver=e.ver "
+        "AND t.off<=e.off AND e.off<t.off+t.len WHERE e.chunk=d.id LIMIT 1) "
+        "FROM chunk d JOIN chunk b ON b.id=d.base WHERE d.base<>0 AND d.refs>0 "
+        "AND NOT EXISTS (SELECT 1 FROM extent WHERE chunk=b.id) "
+        "AND EXISTS (SELECT 1 FROM extent WHERE chunk=d.id) LIMIT ?1",
 };
 
 int fsmeta_all_chunks(fsmeta *m, fsmeta_chunk_refs_cb cb, void *ctx)
@@ -47,6 +57,18 @@ int fsmeta_gc_chunks(fsmeta *m, int64_t dead_before, uint64_t *n)
     int rc = run(m, s);
     *n = rc == 0 ? (uint64_t)sqlite3_changes(m->db) : 0;
     return fsmeta_end(m, rc);
+}
+
+int fsmeta_data_version(fsmeta *m, uint64_t *v)
+{
+    lock(m);
+    sqlite3_stmt *s = stmt(m, S_DATAVER);
+    int rc = sqlite3_step(s);
+    *v = rc == SQLITE_ROW ? (uint64_t)sqlite3_column_int64(s, 0) : 0;
+    rc = rc == SQLITE_ROW ? 0 : sql_err(m, rc);
+    done(s);
+    unlock(m);
+    return rc;
 }
 
 int fsmeta_chunk_move(fsmeta *m, uint64_t id, uint32_t pack, uint64_t off)
@@ -231,4 +253,36 @@ int fsmeta_check(fsmeta *m, int repair, fsmeta_problem_cb cb, void *ctx)
         rc = run_check(m, &checks[i], repair, &r);
     if (repair) rc = fsmeta_end(m, rc);
     return rc < 0 ? rc : r.problems;
+}
+
+int fsmeta_orphan_deltas(fsmeta *m, size_t max, struct fsm_orphan **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    size_t cap = 0;
+    lock(m);
+    sqlite3_stmt *s = stmt(m, S_ORPHANDELTAS);
+    bind_i64(s, 1, (int64_t)max);
+    int rc;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        if (ck_grow((void **)out, &cap, *n, sizeof **out) < 0) {
+            rc = SQLITE_NOMEM;
+            break;
+        }
+        struct fsm_orphan *o = &(*out)[(*n)++];
+        memset(o, 0, sizeof *o);
+        read_chunk(s, 0, &o->c);
+        const char *wd = (const char *)sqlite3_column_text(s, 10);
+        unsigned w = 0, dt = 0;
+        if (wd && sscanf(wd, "%u %u", &w, &dt) == 2) o->width = w, o->dtype = (uint8_t)dt;
+    }
+    rc = rc == SQLITE_DONE ? 0 : rc == SQLITE_NOMEM ? -ENOMEM : sql_err(m, rc);
+    done(s);
+    unlock(m);
+    if (rc < 0) {
+        free(*out);
+        *out = NULL;
+        *n = 0;
+    }
+    return rc;
 }

@@ -14,7 +14,9 @@
 ** Reading commands open the store read-only and work beside a live mount
 ** (SQLite WAL lets them read while the daemon writes). prune changes only
 ** metadata, through SQLite transactions, so it works beside a mount too.
-** fsck --repair, gc and import need the store unmounted: they take its lock.
+** gc beside a mount asks the mount's daemon to run it (ctl.h) and waits;
+** unmounted, it takes the store lock and runs here. fsck --repair, import
+** and recode need the store unmounted: they take its lock.
 ** Beside a mount, a command first fsyncs the mount's root so files closed
 ** there have their background commits paid (ckptfs(1), write-behind).
 **
@@ -23,6 +25,7 @@
 */
 #include "config.h"
 #include "common.h"
+#include "ctl.h"
 #include "gc.h"
 #include "history.h"
 #include "import.h"
@@ -64,9 +67,11 @@ static const char usage_text[] =
     "         [--keep-within DURATION] STORE\n"
     "         drop old versions no rule keeps (DURATION: 30s, 15m, 12h, 7d, 2w)\n"
     "  gc     [--json] [--grace DURATION] [--threshold PERCENT] STORE\n"
-    "         reclaim space: unreferenced blocks, and packs less than PERCENT\n"
-    "         live (default 50) rewritten; spares what changed within the grace\n"
-    "         period (default 10m)\n"
+    "         reclaim space: unreferenced blocks, deltas whose bases only pruned\n"
+    "         versions used re-encoded standalone, packs less than PERCENT live\n"
+    "         (default 50) rewritten; spares garbage younger than the grace\n"
+    "         period (default 0). Beside a mount, its daemon does it and this\n"
+    "         waits\n"
     "  import [--json] STORE DIR [DEST]\n"
     "         copy the tree DIR into the store at DEST (default /), as a mount\n"
     "         would store it\n"
@@ -77,7 +82,7 @@ static const char usage_text[] =
     "  -h, --help      this help (also after a command)\n"
     "  -V, --version   print the version\n\n"
     "exit status: 0 success, 1 failure, 2 usage error, 3 problems found\n"
-    "(verify, fsck), 4 store mounted (fsck --repair, gc, import, recode need\n"
+    "(verify, fsck), 4 store mounted (fsck --repair, import, recode need\n"
     "it not)\n";
 
 struct opts {
@@ -490,22 +495,52 @@ static void gc_progress(void *ctx, uint64_t done, uint64_t total)
     progress("gc: packs", done, total);
 }
 
-static int cmd_gc(struct store *st, const struct opts *o)
+static void print_gc(const struct opts *o, const struct gc_stats *s, const char *where)
 {
-    struct gc_opts g = {.grace_ns = o->grace_ns, .threshold = o->threshold};
-    struct gc_stats s;
-    CK_TRY(gc_run(st, &g, gc_progress, NULL, &s));
     if (o->json)
         printf("{\"chunks_deleted\": %llu, \"records_moved\": %llu, \"packs_rewritten\": %llu,"
-               " \"packs_removed\": %llu, \"bytes_before\": %llu, \"bytes_after\": %llu}\n",
-               U(s.chunks_deleted), U(s.records_moved), U(s.packs_rewritten),
-               U(s.packs_removed), U(s.bytes_before), U(s.bytes_after));
+               " \"packs_removed\": %llu, \"rebased\": %llu, \"bytes_before\": %llu,"
+               " \"bytes_after\": %llu, \"online\": %s}\n",
+               U(s->chunks_deleted), U(s->records_moved), U(s->packs_rewritten),
+               U(s->packs_removed), U(s->rebased), U(s->bytes_before), U(s->bytes_after),
+               where ? "true" : "false");
     else
-        printf("gc: %llu unreferenced blocks dropped, %llu packs rewritten (%llu records "
-               "moved), %llu removed; packs %llu -> %llu bytes\n",
-               U(s.chunks_deleted), U(s.packs_rewritten), U(s.records_moved),
-               U(s.packs_removed), U(s.bytes_before), U(s.bytes_after));
+        printf("gc%s: %llu unreferenced blocks dropped, %llu deltas of pruned bases "
+               "re-encoded, %llu packs rewritten (%llu records moved), %llu removed; "
+               "packs %llu -> %llu bytes\n", where ? where : "",
+               U(s->chunks_deleted), U(s->rebased), U(s->packs_rewritten),
+               U(s->records_moved), U(s->packs_removed), U(s->bytes_before),
+               U(s->bytes_after));
+}
+
+static struct gc_opts gc_opts_of(const struct opts *o)
+{
+    return (struct gc_opts){.grace_ns = o->grace_ns, .threshold = o->threshold, .rebase = 1};
+}
+
+static int cmd_gc(struct store *st, const struct opts *o)
+{
+    struct gc_opts g = gc_opts_of(o);
+    struct gc_stats s;
+    CK_TRY(gc_run(st, &g, gc_progress, NULL, &s));
+    print_gc(o, &s, NULL);
     return 0;
+}
+
+/* gc of a mounted store: its daemon does it (ctl.h). EX_BUSY with nothing
+** printed when no daemon answers (the store is not mounted). */
+static int gc_mounted(const char *path, const struct opts *o)
+{
+    int dfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0) return EX_BUSY;
+    struct gc_opts g = gc_opts_of(o);
+    struct gc_stats s;
+    int rc = ctl_gc(dfd, &g, gc_progress, NULL, &s);
+    close(dfd);
+    if (rc == -ECONNREFUSED || rc == -ENOENT) return EX_BUSY;
+    if (rc < 0) return fail(EX_FAIL, "gc: the mount's daemon: %s", strerror(-rc));
+    print_gc(o, &s, " (by the mount)");
+    return EX_OK;
 }
 
 static void import_progress(void *ctx, uint64_t done, uint64_t total)
@@ -628,8 +663,24 @@ static void settle_mount(const char *store)
     if (f) fclose(f);
 }
 
-/* Open STORE; only import may create one (into an empty directory). */
-static int open_store(const char *path, int mode, int create, struct store **st)
+/* What to do instead of cmd on a mounted store. */
+static int busy(const char *path, const char *cmd)
+{
+    const char *hint =
+        !strcmp(cmd, "import") ? "copy the tree into the mount instead (cp -a DIR MOUNT/DEST): "
+                                 "it is ingested the same way"
+        : !strcmp(cmd, "recode") ? "the mount re-encodes due versions itself, in the background"
+        : !strcmp(cmd, "fsck")   ? "fsck --repair needs it unmounted (fsck without --repair "
+                                   "works beside the mount)"
+        : !strcmp(cmd, "gc")     ? "its daemon did not answer on STORE/" CTL_SOCKET
+                                 : "unmount it first";
+    return fail(EX_BUSY, "store %s is mounted (its lock is held); %s", path, hint);
+}
+
+/* Open STORE for command cmd; only import may create one (into an empty
+** directory). */
+static int open_store(const char *path, const char *cmd, int mode, int create,
+                      struct store **st)
 {
     struct store_opts so;
     store_default_opts(&so);
@@ -644,9 +695,7 @@ static int open_store(const char *path, int mode, int create, struct store **st)
     if (!create && stat(db, &sb) < 0)
         return fail(EX_FAIL, "cannot open store %s: not a ckptfs store", path);
     rc = store_open(path, &so, st);
-    if (rc == -EBUSY)
-        return fail(EX_BUSY, "store %s is mounted (its lock is held); unmount it first",
-                    path);
+    if (rc == -EBUSY) return busy(path, cmd);
     if (rc < 0)
         return fail(EX_FAIL, "cannot open store %s: %s", path,
                     rc == -ENOENT ? "not a ckptfs store" : strerror(-rc));
@@ -669,7 +718,7 @@ static int run(const struct command *c, struct store *st, struct opts *o, char *
 
 int main(int argc, char **argv)
 {
-    struct opts o = {.grace_ns = 600000000000LL, .threshold = 0.5};
+    struct opts o = {.grace_ns = 0, .threshold = 0.5};
     ck_raise_nofile();
     int rc = parse_opts(argc, argv, &o, "+hV");
     if (rc != EX_OK) return rc;
@@ -691,7 +740,8 @@ int main(int argc, char **argv)
     struct store *st;
     int create = !strcmp(c->name, "import");
     if (access != EXCL) settle_mount(argv[optind]);
-    if ((rc = open_store(argv[optind], access, create, &st)) != EX_OK) return rc;
+    if (!strcmp(c->name, "gc") && (rc = gc_mounted(argv[optind], &o)) != EX_BUSY) return rc;
+    if ((rc = open_store(argv[optind], c->name, access, create, &st)) != EX_OK) return rc;
     char *args[2] = {nargs > 0 ? argv[optind + 1] : NULL, nargs > 1 ? argv[optind + 2] : NULL};
     rc = run(c, st, &o, args);
     store_close(st);

@@ -12,7 +12,8 @@
 #include "fs.h"
 #include "history.h"
 #include "policy.h"
-#include "recode.h"
+#include "bg.h"
+#include "ctl.h"
 
 #include <limits.h>
 #include <malloc.h>
@@ -24,10 +25,15 @@
 #include <syslog.h>
 #include <unistd.h>
 
+/* Garbage the background reclaim leaves for its next run: in-flight
+** writes are pinned anyway (store.h); this only spares a reader that opened
+** a version a moment before it was pruned. */
+#define BG_GC_GRACE_NS (10 * 1000000000LL)
+
 struct cli {
     char *store;
     unsigned long threads, cache_mib, buffer_mib, reserve_mib, block_kib, readahead_kib, behind_mib;
-    unsigned long keep_last, keep_every, prune_interval, delta_groups;
+    unsigned long keep_last, keep_every, prune_interval, delta_groups, gc_interval;
     char *keep_within, *policy;
     int verbose, worker_nice, direct_writes;
     double timeout;
@@ -50,6 +56,7 @@ static const struct fuse_opt cli_opts[] = {
     OPT("keep_every=%lu", keep_every),
     OPT("keep_within=%s", keep_within),
     OPT("prune_interval=%lu", prune_interval),
+    OPT("gc_interval=%lu", gc_interval),
     OPT("policy=%s", policy),
     OPT("verbose", verbose),
     FUSE_OPT_END,
@@ -84,6 +91,9 @@ static void usage(const char *prog)
            "    -o keep_every=N      retention: and every Nth\n"
            "    -o keep_within=DUR   retention: and those current within DUR (7d)\n"
            "    -o prune_interval=S  apply retention every S seconds (default 60)\n"
+           "    -o gc_interval=S     reclaim space in the background every S seconds\n"
+           "                         after changes (default 10; 0: only when\n"
+           "                         ckptctl gc asks)\n"
            "    -o policy=P          compression policy of files and directories\n"
            "                         without user.ckptfs.policy: lossless (default),\n"
            "                         bitsnap or excp, with parameters after ':'\n"
@@ -119,115 +129,36 @@ static void readahead_path(const char *real, char *out, size_t cap)
     if (f) fclose(f);
 }
 
-/* The daemon's background work, on one thread: retention every interval
-** (when a policy is set) and, a few seconds after changes, re-encoding the
-** versions a lossy policy has made due (recode.h). */
-#define BG_TICK 2
-
-struct bg {
-    struct store *st; /* its meta is reopened after daemonizing: look it up */
-    struct fs *fs;    /* the mount (fs->se: its kernel notifications) */
-    struct hist_policy p;
-    unsigned interval;
-    uint64_t seen;    /* last change when retention last ran */
-    uint64_t recoded; /* last change when re-encoding last finished */
-    pthread_t thread;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    volatile int stop;
-    int running;
-};
-
-static int bg_retains(const struct bg *b)
-{
-    return b->p.keep_last || b->p.keep_every || b->p.keep_within_ns;
-}
-
-static void retain_once(struct bg *b)
-{
-    /* Without keep_within the outcome changes only with the history: an idle
-    ** mount need not walk every version each interval. */
-    uint64_t last = 0;
-    if (!bg_retains(b)) return;
-    if (fsmeta_seq_last(b->st->meta, &last) == 0 && last == b->seen && !b->p.keep_within_ns)
-        return;
-    b->seen = last; /* 0 (never seen) when it could not be read */
-    struct hist_prune_stats s;
-    int rc = history_prune(b->st->meta, &b->p, ck_now_ns(), 0, NULL, NULL, &s);
-    if (rc < 0) ck_log(CK_LOG_ERR, "retention: %s", strerror(-rc));
-    else if (s.pruned)
-        ck_log(CK_LOG_INFO, "retention pruned %llu of %llu versions",
-               (unsigned long long)s.pruned, (unsigned long long)s.versions);
-}
-
 /* A re-encoded file's cached content (ours, the kernel's) is the exact bytes. */
 static void recode_changed(void *ctx, uint64_t ino)
 {
-    struct bg *b = ctx;
-    fs_content_changed(b->fs, ino);
-    int rc = fuse_lowlevel_notify_inval_inode(b->fs->se, (fuse_ino_t)ino, 0, 0);
+    struct fs *fs = ctx;
+    fs_content_changed(fs, ino);
+    int rc = fuse_lowlevel_notify_inval_inode(fs->se, (fuse_ino_t)ino, 0, 0);
     if (rc < 0 && rc != -ENOENT)
         ck_log(CK_LOG_WARN, "cannot drop cached pages of inode %llu: %s",
                (unsigned long long)ino, strerror(-rc));
 }
 
-static void recode_once(struct bg *b)
+static int ctl_gc_request(void *ctx, const struct gc_opts *o, gc_progress_cb cb, void *cbctx,
+                          struct gc_stats *out)
 {
-    uint64_t last;
-    if (fsmeta_seq_last(b->st->meta, &last) < 0 || last == b->recoded) return;
-    struct recode_stats s = {0};
-    if (recode_pending(b->st, &b->stop, recode_changed, b, &s) == 0 && !b->stop)
-        b->recoded = last;
-    if (s.versions)
-        ck_log(CK_LOG_INFO, "re-encoded %llu versions: %llu -> %llu bytes",
-               (unsigned long long)s.versions, (unsigned long long)s.before,
-               (unsigned long long)s.after);
+    return bg_gc(ctx, o, cb, cbctx, out);
 }
 
-static void *bg_main(void *arg)
+/* The background thread and the control socket (after daemonizing: threads
+** do not survive the fork). */
+static void start_helpers(struct fs *fs, const struct bg_opts *bo, bg **b, ctl **c)
 {
-    struct bg *b = arg;
-    time_t next_retain = time(NULL) + b->interval;
-    pthread_mutex_lock(&b->mu);
-    while (!b->stop) {
-        struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_sec += BG_TICK;
-        while (!b->stop && pthread_cond_timedwait(&b->cv, &b->mu, &until) == 0) {}
-        if (b->stop) break;
-        pthread_mutex_unlock(&b->mu);
-        recode_once(b);
-        if (time(NULL) >= next_retain) {
-            retain_once(b);
-            next_retain = time(NULL) + b->interval;
-        }
-        pthread_mutex_lock(&b->mu);
-    }
-    pthread_mutex_unlock(&b->mu);
-    return NULL;
-}
-
-static void bg_start(struct bg *b)
-{
-    pthread_mutex_init(&b->mu, NULL);
-    pthread_cond_init(&b->cv, NULL);
-    b->running = pthread_create(&b->thread, NULL, bg_main, b) == 0;
-}
-
-/* Stop the thread, then apply retention once more to what was written last. */
-static void bg_stop(struct bg *b)
-{
-    if (!b->running) return;
-    pthread_mutex_lock(&b->mu);
-    b->stop = 1;
-    pthread_cond_signal(&b->cv);
-    pthread_mutex_unlock(&b->mu);
-    pthread_join(b->thread, NULL);
-    retain_once(b);
+    int rc = bg_start(fs->st, bo, recode_changed, fs, b);
+    if (rc < 0) ck_log(CK_LOG_ERR, "cannot start background work: %s", strerror(-rc));
+    if (rc == 0 && (rc = ctl_start(fs->st->dirfd, ctl_gc_request, *b, c)) < 0)
+        ck_log(CK_LOG_WARN, "no control socket (ckptctl gc will not reach this mount): %s",
+               strerror(-rc));
 }
 
 static int serve(struct fuse_session *se, struct fuse_cmdline_opts *o, struct fs *fs,
-                 struct bg *keep)
+                 const struct bg_opts *bo)
 {
     if (fuse_set_signal_handlers(se) != 0) return 1;
     char *real = realpath(o->mountpoint, NULL); /* before mounting: no daemon yet */
@@ -255,7 +186,9 @@ static int serve(struct fuse_session *se, struct fuse_cmdline_opts *o, struct fs
         ck_log(CK_LOG_ERR, "some staged files were not recovered; kept in %s/staging",
                fs->st->path);
     int ret = 1;
-    bg_start(keep);
+    bg *b = NULL;
+    ctl *c = NULL;
+    if (rc == 0) start_helpers(fs, bo, &b, &c);
     if (rc == 0) {
         struct fuse_loop_config *lc = fuse_loop_cfg_create();
         if (!lc) return 1;
@@ -266,7 +199,8 @@ static int serve(struct fuse_session *se, struct fuse_cmdline_opts *o, struct fs
         ret = o->singlethread ? fuse_session_loop(se) : fuse_session_loop_mt(se, lc);
         fuse_loop_cfg_destroy(lc);
     }
-    bg_stop(keep);
+    ctl_stop(c);
+    bg_stop(b);
     fuse_session_unmount(se);
     fuse_remove_signal_handlers(se);
     return ret != 0;
@@ -302,7 +236,7 @@ int main(int argc, char **argv)
     ck_raise_nofile();
     struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
     struct cli cli = {.timeout = 1.0, .direct_writes = 1, .worker_nice = INT_MIN, .reserve_mib = ULONG_MAX, .readahead_kib = 1024,
-                      .behind_mib = ULONG_MAX, .delta_groups = 1};
+                      .behind_mib = ULONG_MAX, .delta_groups = 1, .gc_interval = 10};
     struct fuse_cmdline_opts o;
     if (fuse_opt_parse(&args, &cli, cli_opts, opt_proc) != 0) return 2;
     if (fuse_parse_cmdline(&args, &o) != 0) return 2;
@@ -339,10 +273,12 @@ int main(int argc, char **argv)
         return 2;
     }
     if (cli.block_kib) so.block_size = (size_t)cli.block_kib << 10;
-    struct bg keep = {.p = {.keep_last = (unsigned)cli.keep_last,
-                            .keep_every = (unsigned)cli.keep_every},
-                      .interval = cli.prune_interval ? (unsigned)cli.prune_interval : 60};
-    if (cli.keep_within && history_parse_duration(cli.keep_within, &keep.p.keep_within_ns) < 0) {
+    struct bg_opts keep = {.keep = {.keep_last = (unsigned)cli.keep_last,
+                                    .keep_every = (unsigned)cli.keep_every},
+                           .prune_interval = cli.prune_interval ? (unsigned)cli.prune_interval : 60,
+                           .gc_interval = (unsigned)cli.gc_interval,
+                           .gc_grace_ns = BG_GC_GRACE_NS, .gc_threshold = 0.5};
+    if (cli.keep_within && history_parse_duration(cli.keep_within, &keep.keep.keep_within_ns) < 0) {
         fprintf(stderr, "ckptfs: keep_within: bad duration '%s' (e.g. 12h, 7d)\n",
                 cli.keep_within);
         return 2;
@@ -372,9 +308,7 @@ int main(int argc, char **argv)
     int ret = 1;
     struct fuse_session *se = fuse_session_new(&args, &fs_ops, sizeof fs_ops, &fs);
     if (se) {
-        keep.st = fs.st;
         fs.se = se;
-        keep.fs = &fs;
         ret = serve(se, &o, &fs, &keep);
         fuse_session_destroy(se);
     }

@@ -153,6 +153,11 @@ const char *fmt_dtype_name(uint8_t dtype)
     return dtype < FMT_DTYPE_MAX ? fmt_dtypes[dtype].name : "?";
 }
 
+int fmt_dtype_is_float(uint8_t dtype)
+{
+    return dtype < FMT_DTYPE_MAX && fmt_dtypes[dtype].is_float;
+}
+
 int fmt_tensor_set_dtype(struct fmt_tensor *t, uint8_t dtype)
 {
     if (dtype == FMT_OPAQUE || dtype >= FMT_DTYPE_MAX) return -EINVAL;

@@ -71,5 +71,7 @@ int fmt_next(fmt_parser *p, struct fmt_tensor *t);
 
 /* Name of a dtype: "BF16", "F32", ..., "opaque"; "?" when out of range. */
 const char *fmt_dtype_name(uint8_t dtype);
+/* 1 if elements of dtype are floats (is_float of struct fmt_tensor). */
+int fmt_dtype_is_float(uint8_t dtype);
 
 #endif

@@ -3,16 +3,110 @@
 */
 #include "gc.h"
 #include "common.h"
+#include "fmt.h"
 
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
+#define GC_REBASE_BATCH 64
+#define GC_SEAL_MIN (8u << 20)  /* a smaller pack taking appends is not worth sealing */
+#define GC_YIELD_US 20000       /* a copy waits this long while writers are busy ... */
+#define GC_YIELD_MAX 50         /* ... this many times at most */
+
+/* What one pass may touch: packs below limit, garbage dead before dead_before. */
+struct bound {
+    uint32_t limit;
+    int64_t dead_before;
+};
+
+static void bound_now(struct store *st, const struct gc_opts *o, struct bound *b)
+{
+    uint32_t pinned;
+    int64_t since;
+    store_pins_floor(st, &pinned, &since);
+    b->limit = CK_MIN(pack_limit(st->packs), pinned);
+    b->dead_before = CK_MIN(ck_now_ns() - o->grace_ns, since);
+}
+
+static int stopped(const struct gc_opts *o) { return o->stop && *o->stop; }
+
+/* Size of a pack; -ENOENT if it is gone. */
+static int pack_bytes(struct store *st, uint32_t id, uint64_t *size)
+{
+    char name[48];
+    snprintf(name, sizeof name, "packs/%08u.pack", id);
+    struct stat sb;
+    if (fstatat(st->dirfd, name, &sb, 0) < 0) return -errno;
+    *size = (uint64_t)sb.st_size;
+    return 0;
+}
+
+static uint64_t all_pack_bytes(struct store *st)
+{
+    uint64_t total = 0, size;
+    for (uint32_t id = 1, max = pack_max_id(st->packs); id <= max; id++)
+        if (pack_bytes(st, id, &size) == 0) total += size;
+    return total;
+}
+
+/* ---- step 3: deltas whose bases only pruned versions used ---- */
+
+/* Re-encode o's block standalone into *nc (appended, not yet durable). */
+static int standalone(struct store *st, const struct fsm_orphan *o, uint8_t *raw,
+                      struct fsm_chunk *nc)
+{
+    CK_TRY(store_read_block(st, &o->c, 0, o->c.raw_len, raw));
+    struct store_hint h = {.width = o->width, .is_float = fmt_dtype_is_float(o->dtype)};
+    return store_put_block(st, raw, o->c.raw_len, o->width ? &h : NULL, nc);
+}
+
+/* One batch: returns how many deltas moved off their bases, or an error. */
+static int rebase_batch(struct store *st, const struct fsm_orphan *v, size_t n)
+{
+    struct fsm_chunk *nc = calloc(n, sizeof *nc);
+    struct fsm_extent *e = calloc(n, sizeof *e);
+    uint64_t *ob = calloc(n, sizeof *ob);
+    uint8_t *raw = NULL;
+    size_t k = 0, moved = 0, big = 1;
+    for (size_t i = 0; i < n; i++) big = CK_MAX(big, (size_t)v[i].c.raw_len);
+    int rc = nc && e && ob && (raw = malloc(big)) ? 0 : -ENOMEM;
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        rc = standalone(st, &v[i], raw, &nc[k]);
+        if (rc == 0) nc[k].id = v[i].c.id, ob[k] = v[i].c.base, e[k].c = nc[k], k++;
+    }
+    if (rc == -ENOSPC) rc = 0; /* keep what fitted; compaction may make room */
+    if (rc == 0) rc = store_sync_extents(st, e, k);
+    if (rc == 0 && k) rc = fsmeta_rebase_commit(st->meta, nc, ob, k, &moved);
+    free(nc), free(e), free(ob), free(raw);
+    return rc < 0 ? rc : (int)moved;
+}
+
+static int rebase_orphans(struct store *st, const struct gc_opts *o, struct gc_stats *out)
+{
+    for (;;) {
+        struct fsm_orphan *v;
+        size_t n;
+        if (stopped(o)) return 0;
+        CK_TRY(fsmeta_orphan_deltas(st->meta, GC_REBASE_BATCH, &v, &n));
+        int moved = n ? rebase_batch(st, v, n) : 0;
+        free(v);
+        CK_TRY(moved);
+        out->rebased += (uint64_t)moved;
+        if (moved == 0) return 0; /* none left, or none that would move */
+    }
+}
+
+/* ---- steps 2 and 4: packs ---- */
 
 struct live {
-    struct fsm_chunk *c;
+    struct fsm_chunk *c; /* rows in packs below the limit, by pack and offset */
     size_t n, cap;
+    uint32_t limit, cur; /* cur: the pack taking appends, if below nothing */
+    uint64_t cur_live;   /* record bytes of cur's rows */
     int err;
 };
 
@@ -20,36 +114,51 @@ static int add_live(void *ctx, const struct fsm_chunk *c, int64_t refs)
 {
     (void)refs; /* rows left after step 1 are all kept: live or in grace */
     struct live *l = ctx;
+    if (c->pack == l->cur) l->cur_live += PACK_REC_HDR + (uint64_t)c->stored_len;
+    if (c->pack >= l->limit) return 0;
     if ((l->err = ck_grow((void **)&l->c, &l->cap, l->n, sizeof *l->c)) < 0) return 1;
     l->c[l->n++] = *c;
     return 0;
 }
 
-/* Size and age of a pack; -ENOENT if it is gone. */
-static int pack_info(struct store *st, uint32_t id, uint64_t *size, int64_t *mtime)
+/* A pack below the limit: its rows l->c[first, first + n), live bytes, size. */
+struct cand {
+    uint32_t id;
+    size_t first, n;
+    uint64_t live, size;
+};
+
+static int by_share(const void *a, const void *b)
 {
-    char name[48];
-    snprintf(name, sizeof name, "packs/%08u.pack", id);
-    struct stat sb;
-    if (fstatat(st->dirfd, name, &sb, 0) < 0) return -errno;
-    *size = (uint64_t)sb.st_size;
-    *mtime = (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec;
-    return 0;
+    const struct cand *x = a, *y = b;
+    double sx = x->size ? (double)x->live / (double)x->size : 0;
+    double sy = y->size ? (double)y->live / (double)y->size : 0;
+    return sx < sy ? -1 : sx > sy;
+}
+
+/* Let writers go first: wait while blocks are queued for the workers. */
+static void yield_to_writers(struct store *st)
+{
+    for (int i = 0; i < GC_YIELD_MAX && __atomic_load_n(&st->queued, __ATOMIC_RELAXED); i++)
+        usleep(GC_YIELD_US);
 }
 
 /* Copy the records of c[0..n) (one pack) to the append pack; then point the
 ** chunks at the copies in one durable transaction. */
-static int move_records(struct store *st, struct fsm_chunk *c, size_t n)
+static int move_records(struct store *st, const struct fsm_chunk *c, size_t n)
 {
     uint32_t *to_pack = calloc(n ? n : 1, sizeof *to_pack);
     uint64_t *to_off = calloc(n ? n : 1, sizeof *to_off);
     int rc = to_pack && to_off ? 0 : -ENOMEM;
     for (size_t i = 0; rc == 0 && i < n; i++) {
+        yield_to_writers(st);
         struct pack_rec r = {c[i].codec, c[i].raw_len, c[i].stored_len, c[i].hash};
         void *buf = malloc(r.stored_len ? r.stored_len : 1);
         rc = buf ? pack_read(st->packs, c[i].pack, c[i].off, &r, buf) : -ENOMEM;
-        if (rc == 0) rc = pack_append(st->packs, &r, buf, &to_pack[i], &to_off[i]);
-        if (rc == 0 && (i == 0 || to_pack[i] != to_pack[i - 1]) && i > 0)
+        if (rc == 0)
+            rc = pack_append_keep(st->packs, &r, buf, st->o.reserve_bytes / 2, &to_pack[i],
+                                  &to_off[i]);
+        if (rc == 0 && i > 0 && to_pack[i] != to_pack[i - 1])
             rc = pack_sync(st->packs, to_pack[i - 1]);
         free(buf);
     }
@@ -65,59 +174,119 @@ static int move_records(struct store *st, struct fsm_chunk *c, size_t n)
     return rc;
 }
 
-/* Rewrite or remove pack id, whose live chunks are c[0..n). */
-static int collect_pack(struct store *st, const struct gc_opts *o, uint32_t id,
-                        struct fsm_chunk *c, size_t n, int64_t now, struct gc_stats *out)
+/* Candidates: every pack below the limit with its live bytes (*nc of them). */
+static int candidates(struct store *st, const struct live *l, struct cand **out, size_t *nc)
 {
-    uint64_t size;
-    int64_t mtime;
-    int rc = pack_info(st, id, &size, &mtime);
-    if (rc == -ENOENT) return 0;
-    CK_TRY(rc);
-    if (mtime > now - o->grace_ns) return 0; /* still being written, perhaps */
-    uint64_t live = 0;
-    for (size_t i = 0; i < n; i++) live += PACK_REC_HDR + c[i].stored_len;
-    if (n && (double)live >= o->threshold * (double)size) return 0;
-    if (n) {
-        CK_TRY(move_records(st, c, n));
-        out->records_moved += n;
-        out->packs_rewritten++;
-    } else {
-        out->packs_removed++;
+    struct cand *v = NULL;
+    size_t n = 0, cap = 0, i = 0;
+    for (uint32_t id = 1; id < l->limit; id++) {
+        struct cand c = {.id = id, .first = i};
+        while (i < l->n && l->c[i].pack == id) c.live += PACK_REC_HDR + (uint64_t)l->c[i++].stored_len;
+        c.n = i - c.first;
+        int rc = pack_bytes(st, id, &c.size);
+        if (rc == -ENOENT) continue;
+        if (rc == 0) rc = ck_grow((void **)&v, &cap, n, sizeof *v);
+        if (rc < 0) {
+            free(v);
+            return rc;
+        }
+        v[n++] = c;
     }
-    return pack_remove(st->packs, id);
+    *out = v;
+    *nc = n;
+    return 0;
 }
 
-static uint64_t packs_bytes(struct store *st, uint32_t max_id)
+/* Steps 2 and 4 over l: dead packs first (they need no space), then the
+** emptiest. A full disk stops compaction (ENOSPC is no error here). */
+static int collect_packs(struct store *st, const struct gc_opts *o, const struct live *l,
+                         gc_progress_cb cb, void *ctx, struct gc_stats *out)
 {
-    uint64_t total = 0, size;
-    int64_t mtime;
-    for (uint32_t id = 1; id <= max_id; id++)
-        if (pack_info(st, id, &size, &mtime) == 0) total += size;
-    return total;
+    struct cand *v;
+    size_t n;
+    CK_TRY(candidates(st, l, &v, &n));
+    qsort(v, n, sizeof *v, by_share);
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < n && !stopped(o); i++) {
+        const struct cand *c = &v[i];
+        if (c->n && (double)c->live >= o->threshold * (double)c->size) break; /* sorted */
+        if (c->n) {
+            rc = move_records(st, l->c + c->first, c->n);
+            if (rc == 0) out->records_moved += c->n, out->packs_rewritten++;
+        } else {
+            out->packs_removed++;
+        }
+        if (rc == 0) rc = pack_remove(st->packs, c->id);
+        if (cb) cb(ctx, i + 1, n);
+    }
+    free(v);
+    return rc == -ENOSPC ? 0 : rc;
+}
+
+/* ---- a pass ---- */
+
+static int delete_garbage(struct store *st, const struct gc_opts *o, struct gc_stats *out)
+{
+    struct bound b;
+    bound_now(st, o, &b);
+    uint64_t k = 0;
+    CK_TRY(fsmeta_gc_chunks(st->meta, b.dead_before, &k));
+    out->chunks_deleted += k;
+    return 0;
+}
+
+/* 1 if the pack taking appends should be sealed for the next pass. */
+static int worth_sealing(struct store *st, const struct gc_opts *o, const struct live *l)
+{
+    uint64_t size = 0;
+    if (!l->cur || pack_bytes(st, l->cur, &size) < 0 || size < GC_SEAL_MIN) return 0;
+    return (double)l->cur_live < o->threshold * (double)size;
+}
+
+/* Steps 1-4; *seal: step 5 applies. */
+static int pass(struct store *st, const struct gc_opts *o, gc_progress_cb cb, void *ctx,
+                struct gc_stats *out, int *seal)
+{
+    CK_TRY(delete_garbage(st, o, out));
+    if (o->rebase) {
+        uint64_t before = out->rebased;
+        int rc = rebase_orphans(st, o, out);
+        if (rc < 0) ck_log(CK_LOG_WARN, "gc: re-encoding deltas of pruned bases: %s",
+                           strerror(-rc));
+        if (out->rebased > before) CK_TRY(delete_garbage(st, o, out));
+    }
+    /* The bound comes before the list: a session that commits in between
+    ** wrote to packs at or past it. */
+    struct bound b;
+    bound_now(st, o, &b);
+    uint32_t cur = pack_limit(st->packs);
+    struct live l = {.limit = b.limit, .cur = cur <= pack_max_id(st->packs) ? cur : 0};
+    int rc = fsmeta_all_chunks(st->meta, add_live, &l);
+    if (rc == 0) rc = l.err;
+    if (rc == 0) rc = collect_packs(st, o, &l, cb, ctx, out);
+    *seal = rc == 0 && !stopped(o) && worth_sealing(st, o, &l);
+    free(l.c);
+    return rc;
 }
 
 int gc_run(struct store *st, const struct gc_opts *o, gc_progress_cb cb, void *ctx,
            struct gc_stats *out)
 {
     *out = (struct gc_stats){0};
-    int64_t now = ck_now_ns();
-    uint32_t last = pack_max_id(st->packs); /* packs made by this run come after */
-    out->bytes_before = packs_bytes(st, last);
-    CK_TRY(fsmeta_gc_chunks(st->meta, now - o->grace_ns, &out->chunks_deleted));
-    struct live l = {0};
-    int rc = fsmeta_all_chunks(st->meta, add_live, &l);
-    if (rc == 0) rc = l.err;
-    size_t i = 0;
-    for (uint32_t id = 1; rc == 0 && id <= last; id++) {
-        while (i < l.n && l.c[i].pack < id) i++;
-        size_t j = i;
-        while (j < l.n && l.c[j].pack == id) j++;
-        rc = collect_pack(st, o, id, l.c + i, j - i, now, out);
-        if (cb) cb(ctx, id, last);
-        i = j;
+    out->bytes_before = all_pack_bytes(st);
+    int seal = 0;
+    int rc = pass(st, o, cb, ctx, out, &seal);
+    if (rc == 0 && seal) {
+        pack_seal(st->packs);
+        out->sealed++;
+        rc = pass(st, o, cb, ctx, out, &seal);
     }
-    free(l.c);
-    out->bytes_after = packs_bytes(st, pack_max_id(st->packs));
+    out->bytes_after = all_pack_bytes(st);
     return rc;
+}
+
+int gc_idle(const struct gc_stats *s)
+{
+    return !s->chunks_deleted && !s->records_moved && !s->packs_removed && !s->rebased &&
+           !s->sealed;
 }

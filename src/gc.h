@@ -1,17 +1,31 @@
 /*
-** gc.h: reclaiming space in a store nobody has mounted (ckptctl gc).
+** gc.h: reclaiming space, in a store nobody has mounted (ckptctl gc) or
+** from the daemon while it serves (online: in the background, and when
+** ckptctl gc asks it through the control socket, ctl.h).
 **
-**   1. Garbage chunk rows (no references; dead for longer than the grace
+** One run:
+**   1. Garbage chunk rows (no references, dead for longer than the grace
 **      period) are deleted in one transaction.
-**   2. Packs last written before the grace period whose live records fill
-**      less than `threshold` of the file are rewritten: their live records
-**      are appended to a new pack, which is synced; one transaction points
-**      the chunks at their new places; only then is the old pack deleted.
-**      Packs no chunk row names are deleted outright.
+**   2. Packs no chunk row names are deleted outright.
+**   3. With rebase: a kept version's delta whose base only pruned versions
+**      used is re-encoded standalone (same bytes), so the pruned chain dies
+**      instead of living on as its base.
+**   4. Packs whose live records fill less than `threshold` of the file are
+**      compacted, emptiest first: their live records are appended to the
+**      pack taking appends, which is synced; one transaction points the
+**      chunks at their new places; only then is the old pack deleted.
+**      Copies may use half of the metadata reserve: a full disk can always
+**      be reclaimed.
+**   5. If the pack taking appends would qualify for 4, it is sealed (the
+**      next record starts a new pack) and 1-4 run once more.
 **
-** Interrupted at any point, the store stays consistent: before a commit the
-** new copies are unreferenced bytes in a new pack; after it, the old pack
-** is an unnamed one, deleted by the next run.
+** Safe beside writers (store.h, store_pin): packs a write session may still
+** append to, or hold records of that meta.db does not know yet, are left
+** alone; garbage a session's delta may bring back to life (a base it picked
+** before the base died) is kept. Readers that hold a moved chunk's old
+** place find the new one (store.c). Interrupted at any point, the store
+** stays consistent: before a commit the new copies are unreferenced bytes;
+** after it, the old pack is an unnamed one, deleted by the next run.
 */
 #ifndef CKPT_GC_H
 #define CKPT_GC_H
@@ -21,19 +35,27 @@
 #include "store.h"
 
 struct gc_opts {
-    int64_t grace_ns; /* leave what changed more recently than this */
-    double threshold; /* rewrite packs whose live share is below this */
+    int64_t grace_ns;         /* leave garbage that died more recently than this */
+    double threshold;         /* compact packs whose live share is below this */
+    int rebase;               /* step 3 */
+    const volatile int *stop; /* set: finish the pack in hand and return */
 };
 
 struct gc_stats {
     uint64_t chunks_deleted, records_moved, packs_rewritten, packs_removed;
+    uint64_t rebased;                  /* deltas re-encoded standalone (step 3) */
+    uint64_t sealed;                   /* packs sealed (step 5) */
     uint64_t bytes_before, bytes_after; /* of all pack files */
 };
 
+/* done of total steps of the current pass. */
 typedef void (*gc_progress_cb)(void *ctx, uint64_t done, uint64_t total);
 
-/* st must be opened read-write (holding the store lock). */
+/* st must be opened read-write (the daemon's, or holding the store lock). */
 int gc_run(struct store *st, const struct gc_opts *o, gc_progress_cb cb, void *ctx,
            struct gc_stats *out);
+
+/* 1 if the run found nothing to do. */
+int gc_idle(const struct gc_stats *s);
 
 #endif

@@ -224,6 +224,15 @@ static void hint_for(struct store *st, struct node *n, const uint8_t *raw, uint6
     }
 }
 
+/* Every mode but CLEAN is a write session, pinned against an online gc
+** (store.h): its records are not in meta.db yet. */
+static void set_mode(struct store *st, struct node *n, enum node_mode mode)
+{
+    if (mode == NODE_CLEAN) store_unpin(st, &n->wpin);
+    else store_pin(st, &n->wpin);
+    n->mode = mode;
+}
+
 /* A new body of n starts streaming from offset 0: parse it as it comes. */
 static void cut_begin(struct store *st, struct node *n)
 {
@@ -259,7 +268,7 @@ static int to_stage(struct store *st, struct node *n)
     }
     drop_stream(n);
     n->stage_fd = fd;
-    n->mode = NODE_STAGE;
+    set_mode(st, n, NODE_STAGE);
     return 0;
 }
 
@@ -273,7 +282,7 @@ static int leave_clean(struct store *st, struct node *n)
     n->ctime = a.ctime;
     drop_stream(n);
     if (n->csize > 0) return to_stage(st, n); /* copies the committed extents */
-    n->mode = NODE_STREAM;
+    set_mode(st, n, NODE_STREAM);
     cut_begin(st, n);
     return 0;
 }
@@ -378,7 +387,7 @@ static int truncate_locked(struct store *st, struct node *n, uint64_t size)
     CK_TRY(settle(n));
     if (n->mode == NODE_CLEAN && size == 0) {
         CK_TRY(load_committed(st, n, NULL));
-        n->mode = NODE_STREAM;
+        set_mode(st, n, NODE_STREAM);
     } else if (n->mode == NODE_CLEAN) {
         CK_TRY(leave_clean(st, n));
     }
@@ -390,7 +399,7 @@ static int truncate_locked(struct store *st, struct node *n, uint64_t size)
             store_stage_remove(st, n->ino);
         }
         drop_stream(n);
-        n->mode = NODE_STREAM;
+        set_mode(st, n, NODE_STREAM);
         cut_begin(st, n);
     } else if (n->mode == NODE_STREAM && size < n->send) {
         CK_TRY(to_stage(st, n));
@@ -525,6 +534,7 @@ static int commit_dirty(struct store *st, struct node *n, int durable, int provi
     n->loaded = map != NULL; /* without memory: reload from meta.db later */
     n->dirty = 0;
     set_owed(st, n, 0);
+    store_pin_advance(st, &n->wpin);
     n->provisional = provisional;
     return 0;
 }
@@ -553,7 +563,7 @@ static void end_write(struct store *st, struct node *n, int rc)
     pthread_mutex_lock(&n->cmu);
     n->err = 0;
     pthread_mutex_unlock(&n->cmu);
-    n->mode = NODE_CLEAN;
+    set_mode(st, n, NODE_CLEAN);
     n->dirty = 0;
     set_owed(st, n, 0);
     if (rc < 0) n->loaded = 0; /* reload what is really committed */
@@ -752,7 +762,7 @@ int ingest_adopt_stage(struct store *st, struct node *n, int fd)
         return -errno;
     }
     pthread_mutex_lock(&n->mu);
-    n->mode = NODE_STAGE;
+    set_mode(st, n, NODE_STAGE);
     n->stage_fd = fd;
     n->size = (uint64_t)sb.st_size;
     n->mtime = (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec;

@@ -53,6 +53,7 @@ static void node_free(struct node *n)
     extmap_put(n->map);
     bbuf_free(n->tail);
     cutter_free(n->cut);
+    if (n->wpin.st) store_unpin(n->wpin.st, &n->wpin); /* freed mid-write: shutdown */
     xbase_free(n->xb);
     free(n->pend);
     pthread_mutex_destroy(&n->mu);

@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "../fsmeta/fsmeta.h"
+#include "store.h"
 
 enum node_mode {
     NODE_CLEAN,  /* content is what meta.db says */
@@ -57,6 +58,7 @@ struct node {
     size_t tail_len, tail_cap;
     struct cutter *cut;    /* where blocks end and what they hold (ingest.c) */
     struct xbase *xb;      /* narrow bases of fp32 master weights (xbase.h) */
+    struct store_pin wpin; /* held while not clean (store.h) */
 
     pthread_mutex_t cmu;
     pthread_cond_t ccv;

@@ -36,6 +36,8 @@ struct packset {
     int dirfd;
     struct pack_opts o;
     pthread_mutex_t mu;
+    pthread_rwlock_t rl; /* read: an fd from the table is in use; write:
+                            pack_remove closes one */
     int *fds;          /* fds[id], -1 when not open */
     int *dfds;         /* O_DIRECT ones: -1 not open, -2 unsupported, -3 - fd refused */
     uint64_t direct;   /* records read with them */
@@ -87,6 +89,7 @@ int pack_open(const char *dir, const struct pack_opts *o, packset **out)
     ps->dirfd = dfd;
     ps->o = *o;
     pthread_mutex_init(&ps->mu, NULL);
+    pthread_rwlock_init(&ps->rl, NULL);
     DIR *d = fdopendir(dup(dfd));
     if (d) {
         struct dirent *e;
@@ -122,10 +125,32 @@ void pack_close(packset *ps)
     free(ps->dfds);
     close(ps->dirfd);
     pthread_mutex_destroy(&ps->mu);
+    pthread_rwlock_destroy(&ps->rl);
     free(ps);
 }
 
-uint32_t pack_max_id(packset *ps) { return ps->max_id; }
+uint32_t pack_max_id(packset *ps)
+{
+    pthread_mutex_lock(&ps->mu);
+    uint32_t id = ps->max_id;
+    pthread_mutex_unlock(&ps->mu);
+    return id;
+}
+
+void pack_seal(packset *ps)
+{
+    pthread_mutex_lock(&ps->mu);
+    ps->cur = 0;
+    pthread_mutex_unlock(&ps->mu);
+}
+
+uint32_t pack_limit(packset *ps)
+{
+    pthread_mutex_lock(&ps->mu);
+    uint32_t id = ps->cur ? ps->cur : ps->max_id + 1;
+    pthread_mutex_unlock(&ps->mu);
+    return id;
+}
 
 /* Slot for id in the fd table, growing it; caller holds mu. */
 static int *fd_slot(packset *ps, uint32_t id)
@@ -161,6 +186,18 @@ static int get_fd(packset *ps, uint32_t id, int *fd)
     pthread_mutex_unlock(&ps->mu);
     return rc;
 }
+
+/* get_fd for a read: the descriptor stays open until fd_release, even if
+** pack_remove (an online gc) deletes the pack meanwhile. */
+static int fd_hold(packset *ps, uint32_t id, int *fd)
+{
+    pthread_rwlock_rdlock(&ps->rl);
+    int rc = get_fd(ps, id, fd);
+    if (rc < 0) pthread_rwlock_unlock(&ps->rl);
+    return rc;
+}
+
+static void fd_release(packset *ps) { pthread_rwlock_unlock(&ps->rl); }
 
 /* Create pack max_id+1 with its header and make its name durable; caller holds mu. */
 static int start_pack(packset *ps)
@@ -254,8 +291,8 @@ static uint64_t pad_to(uint64_t off, uint64_t align)
 
 /* Reserve len bytes in the pack taking appends, at a multiple of align:
 ** *fd, *id, *at. Padding skipped to align is left a hole (zeros). */
-static int reserve(packset *ps, uint64_t len, uint64_t align, int *fd, uint32_t *id,
-                   uint64_t *at)
+static int reserve(packset *ps, uint64_t len, uint64_t align, uint64_t keep, int *fd,
+                   uint32_t *id, uint64_t *at)
 {
     pthread_mutex_lock(&ps->mu);
     int rc = 0;
@@ -265,7 +302,7 @@ static int reserve(packset *ps, uint64_t len, uint64_t align, int *fd, uint32_t 
     *id = ps->cur;
     *at = ps->cur_end + pad;
     *fd = rc == 0 ? ps->fds[*id] : -1;
-    if (rc == 0) rc = have_space(*fd, pad + len, ps->o.reserve_bytes);
+    if (rc == 0) rc = have_space(*fd, pad + len, keep);
     if (rc == 0) ps->cur_end = *at + len;
     pthread_mutex_unlock(&ps->mu);
     return rc;
@@ -280,7 +317,7 @@ int pack_append_frame(packset *ps, const struct pack_rec *r, uint8_t *frame,
     int fd;
     uint32_t id;
     uint64_t at;
-    CK_TRY(reserve(ps, span, PACK_FRAME_ALIGN, &fd, &id, &at));
+    CK_TRY(reserve(ps, span, PACK_FRAME_ALIGN, ps->o.reserve_bytes, &fd, &id, &at));
     pack_rec_encode(r, frame);
     memset(frame + len, 0, span - len);
     int dfd = get_dfd(ps, id);
@@ -302,12 +339,18 @@ int pack_append_frame(packset *ps, const struct pack_rec *r, uint8_t *frame,
 int pack_append(packset *ps, const struct pack_rec *r, const void *stored,
                 uint32_t *pack_id, uint64_t *off)
 {
+    return pack_append_keep(ps, r, stored, ps->o.reserve_bytes, pack_id, off);
+}
+
+int pack_append_keep(packset *ps, const struct pack_rec *r, const void *stored,
+                     uint64_t keep, uint32_t *pack_id, uint64_t *off)
+{
     if (ps->o.readonly) return -EROFS;
     uint64_t len = PACK_REC_HDR + (uint64_t)r->stored_len;
     int fd;
     uint32_t id;
     uint64_t at;
-    CK_TRY(reserve(ps, len, 1, &fd, &id, &at));
+    CK_TRY(reserve(ps, len, 1, keep, &fd, &id, &at));
 
     uint8_t h[PACK_REC_HDR];
     pack_rec_encode(r, h);
@@ -336,8 +379,17 @@ int pack_append(packset *ps, const struct pack_rec *r, const void *stored,
 int pack_sync(packset *ps, uint32_t id)
 {
     int fd;
-    CK_TRY(get_fd(ps, id, &fd));
-    return fdatasync(fd) < 0 ? -errno : 0;
+    char name[32];
+    pack_name(id, name);
+    int rc = fd_hold(ps, id, &fd);
+    /* Removed by gc: whatever was live in it was copied and synced first. */
+    if (rc < 0 && id < pack_limit(ps) && faccessat(ps->dirfd, name, F_OK, 0) < 0 &&
+        errno == ENOENT)
+        return 0;
+    CK_TRY(rc);
+    rc = fdatasync(fd) < 0 ? -errno : 0;
+    fd_release(ps);
+    return rc;
 }
 
 /* A valid record header matching what the chunk row expects. */
@@ -352,20 +404,23 @@ static int rec_matches(const uint8_t h[PACK_REC_HDR], const struct pack_rec *exp
 int pack_check(packset *ps, uint32_t id, uint64_t off, const struct pack_rec *expect)
 {
     int fd;
-    uint64_t size;
-    CK_TRY(get_fd(ps, id, &fd));
-    CK_TRY(pack_size(ps, id, &size));
+    struct stat sb;
+    CK_TRY(fd_hold(ps, id, &fd));
     uint8_t h[PACK_REC_HDR];
-    if (off < PACK_FILE_HDR || size < off + PACK_REC_HDR + expect->stored_len ||
-        ck_pread_full(fd, h, sizeof h, off) < 0)
-        return -EIO;
-    return rec_matches(h, expect) ? 0 : -EIO;
+    int rc = fstat(fd, &sb) < 0 ? -errno : 0;
+    if (rc == 0 && (off < PACK_FILE_HDR ||
+                    (uint64_t)sb.st_size < off + PACK_REC_HDR + expect->stored_len ||
+                    ck_pread_full(fd, h, sizeof h, off) < 0 || !rec_matches(h, expect)))
+        rc = -EIO;
+    fd_release(ps);
+    return rc;
 }
 
 int pack_remove(packset *ps, uint32_t id)
 {
     char name[32];
     pack_name(id, name);
+    pthread_rwlock_wrlock(&ps->rl); /* no reader is using its descriptors */
     pthread_mutex_lock(&ps->mu);
     int *slot = id < ps->nfds ? &ps->fds[id] : NULL;
     if (slot && *slot >= 0) close(*slot), *slot = -1;
@@ -374,6 +429,7 @@ int pack_remove(packset *ps, uint32_t id)
     int rc = unlinkat(ps->dirfd, name, 0) < 0 ? -errno : 0;
     if (rc == 0 && fsync(ps->dirfd) < 0) rc = -errno;
     pthread_mutex_unlock(&ps->mu);
+    pthread_rwlock_unlock(&ps->rl);
     return rc;
 }
 
@@ -381,14 +437,16 @@ int pack_read(packset *ps, uint32_t id, uint64_t off,
               const struct pack_rec *expect, void *buf)
 {
     int fd;
-    CK_TRY(get_fd(ps, id, &fd));
+    CK_TRY(fd_hold(ps, id, &fd));
     uint8_t h[PACK_REC_HDR];
     struct iovec iov[2] = {{h, sizeof h}, {buf, expect->stored_len}};
     ssize_t n;
     do {
         n = preadv(fd, iov, 2, (off_t)off);
     } while (n < 0 && errno == EINTR);
-    if (n < 0) return -errno;
+    int rc = n < 0 ? -errno : 0;
+    fd_release(ps);
+    CK_TRY(rc);
     if ((size_t)n != sizeof h + expect->stored_len) return -EIO;
     return rec_matches(h, expect) ? 0 : -EIO;
 }
@@ -462,10 +520,12 @@ int pack_read_held(packset *ps, uint32_t id, uint64_t off, const struct pack_rec
                    void **hold, const uint8_t **data)
 {
     int fd;
-    CK_TRY(get_fd(ps, id, &fd));
+    CK_TRY(fd_hold(ps, id, &fd));
     uint8_t *b = NULL;
     size_t skip = 0;
-    CK_TRY(read_held(ps, id, fd, off, PACK_REC_HDR + (size_t)expect->stored_len, &b, &skip));
+    int rc = read_held(ps, id, fd, off, PACK_REC_HDR + (size_t)expect->stored_len, &b, &skip);
+    fd_release(ps);
+    CK_TRY(rc);
     if (!rec_matches(b + skip, expect)) {
         free(b);
         return -EIO;
@@ -478,7 +538,9 @@ int pack_read_held(packset *ps, uint32_t id, uint64_t off, const struct pack_rec
 void pack_willneed(packset *ps, uint32_t id, uint64_t off, uint64_t len)
 {
     int fd;
-    if (get_fd(ps, id, &fd) == 0) (void)posix_fadvise(fd, (off_t)off, (off_t)len, POSIX_FADV_WILLNEED);
+    if (fd_hold(ps, id, &fd) < 0) return;
+    (void)posix_fadvise(fd, (off_t)off, (off_t)len, POSIX_FADV_WILLNEED);
+    fd_release(ps);
 }
 
 uint64_t pack_direct_reads(packset *ps)
@@ -494,11 +556,12 @@ uint64_t pack_direct_writes(packset *ps)
 int pack_size(packset *ps, uint32_t id, uint64_t *size)
 {
     int fd;
-    CK_TRY(get_fd(ps, id, &fd));
+    CK_TRY(fd_hold(ps, id, &fd));
     struct stat st;
-    if (fstat(fd, &st) < 0) return -errno;
-    *size = (uint64_t)st.st_size;
-    return 0;
+    int rc = fstat(fd, &st) < 0 ? -errno : 0;
+    fd_release(ps);
+    if (rc == 0) *size = (uint64_t)st.st_size;
+    return rc;
 }
 
 /* Bytes of padding at off (zeros up to the next multiple of
@@ -518,8 +581,8 @@ int pack_scan(packset *ps, uint32_t id, pack_scan_cb cb, void *ctx,
 {
     int fd;
     uint64_t size;
-    CK_TRY(get_fd(ps, id, &fd));
     CK_TRY(pack_size(ps, id, &size));
+    CK_TRY(get_fd(ps, id, &fd)); /* scanners (fsck, gc) do not race pack_remove */
     uint8_t h[PACK_FILE_HDR];
     *bad_off = 0;
     if (size < PACK_FILE_HDR || ck_pread_full(fd, h, sizeof h, 0) < 0 ||

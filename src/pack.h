@@ -79,7 +79,14 @@ void pack_close(packset *ps);
 int pack_append(packset *ps, const struct pack_rec *r, const void *stored,
                 uint32_t *pack_id, uint64_t *off);
 
-/* Make every record appended to pack_id so far durable. */
+/* pack_append leaving keep bytes free on the disk instead of the reserve:
+** gc, whose copies free more than they take, may go into the reserve. */
+int pack_append_keep(packset *ps, const struct pack_rec *r, const void *stored,
+                     uint64_t keep, uint32_t *pack_id, uint64_t *off);
+
+/* Make every record appended to pack_id so far durable. A pack gc has
+** removed is durable by definition: its live records were copied and
+** synced before it went. */
 int pack_sync(packset *ps, uint32_t pack_id);
 
 /* Read the record at (pack_id, off) into buf (capacity >= r.stored_len) after
@@ -121,7 +128,8 @@ uint64_t pack_direct_writes(packset *ps);
 
 /* Check only the header of the record at (pack_id, off) against *expect. */
 int pack_check(packset *ps, uint32_t pack_id, uint64_t off, const struct pack_rec *expect);
-/* Delete a pack file (garbage collection: none of its records is used). */
+/* Delete a pack file (garbage collection: none of its records is used).
+** Waits for reads in progress in it; later ones fail with -EIO. */
 int pack_remove(packset *ps, uint32_t pack_id);
 /* Walk the records of one pack in order, stepping over zero padding; cb
 ** returns non-zero to stop. A torn or garbled record ends the walk with
@@ -133,6 +141,11 @@ int pack_scan(packset *ps, uint32_t pack_id, pack_scan_cb cb, void *ctx,
 
 /* Highest pack id present (0 when none) and the size of one pack file. */
 uint32_t pack_max_id(packset *ps);
+/* The pack taking appends (or the next one to be created): it and those
+** after it may still receive records, so gc leaves them alone. */
+uint32_t pack_limit(packset *ps);
+/* Close the pack taking appends to them: the next one starts a new pack. */
+void pack_seal(packset *ps);
 int pack_size(packset *ps, uint32_t pack_id, uint64_t *size);
 
 #endif

@@ -97,6 +97,7 @@ int store_open(const char *path, const struct store_opts *o, struct store **out)
     if (!st) return -ENOMEM;
     st->o = *o;
     st->stagefd = st->lockfd = -1;
+    pthread_mutex_init(&st->pin_mu, NULL);
     st->path = strdup(path);
     st->dirfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     int rc = !st->path ? -ENOMEM : st->dirfd < 0 ? -errno : open_parts(st);
@@ -119,7 +120,54 @@ void store_close(struct store *st)
     if (st->lockfd >= 0) close(st->lockfd);
     if (st->dirfd >= 0) close(st->dirfd);
     free(st->path);
+    pthread_mutex_destroy(&st->pin_mu);
     free(st);
+}
+
+void store_pin(struct store *st, struct store_pin *p)
+{
+    if (p->st) return;
+    pthread_mutex_lock(&st->pin_mu);
+    p->st = st;
+    p->pack = pack_limit(st->packs);
+    p->since = ck_now_ns();
+    p->prev = NULL;
+    p->next = st->pins;
+    if (st->pins) st->pins->prev = p;
+    st->pins = p;
+    pthread_mutex_unlock(&st->pin_mu);
+}
+
+void store_pin_advance(struct store *st, struct store_pin *p)
+{
+    if (!p->st) return;
+    pthread_mutex_lock(&st->pin_mu);
+    p->pack = pack_limit(st->packs);
+    pthread_mutex_unlock(&st->pin_mu);
+}
+
+void store_unpin(struct store *st, struct store_pin *p)
+{
+    if (!p->st) return;
+    pthread_mutex_lock(&st->pin_mu);
+    p->st = NULL;
+    if (p->prev) p->prev->next = p->next;
+    else st->pins = p->next;
+    if (p->next) p->next->prev = p->prev;
+    p->prev = p->next = NULL;
+    pthread_mutex_unlock(&st->pin_mu);
+}
+
+void store_pins_floor(struct store *st, uint32_t *pack, int64_t *since)
+{
+    *pack = UINT32_MAX;
+    *since = INT64_MAX;
+    pthread_mutex_lock(&st->pin_mu);
+    for (const struct store_pin *p = st->pins; p; p = p->next) {
+        *pack = CK_MIN(*pack, p->pack);
+        *since = CK_MIN(*since, p->since);
+    }
+    pthread_mutex_unlock(&st->pin_mu);
 }
 
 /* Per-thread encode buffer, sized for the largest block seen: a pack
@@ -354,7 +402,8 @@ static int decode_delta(struct store *st, const struct fsm_chunk *c, const void 
     return rc;
 }
 
-static int load_block(struct store *st, const struct fsm_chunk *c, void *dst)
+/* Decode c's record at c->pack, c->off into dst, checking its hash. */
+static int load_at(struct store *st, const struct fsm_chunk *c, void *dst)
 {
     struct pack_rec r = {.codec = c->codec, .raw_len = c->raw_len,
                          .stored_len = c->stored_len, .hash = c->hash};
@@ -373,6 +422,20 @@ static int load_block(struct store *st, const struct fsm_chunk *c, void *dst)
         free(hold);
     }
     if (rc == 0 && XXH3_64bits(dst, c->raw_len) != c->hash) rc = -EIO;
+    return rc;
+}
+
+/* load_at; a reader's copy of a chunk row may predate a gc that moved its
+** record (gc.h): then read it where meta.db says it is now. */
+static int load_block(struct store *st, const struct fsm_chunk *c, void *dst)
+{
+    int rc = load_at(st, c, dst);
+    struct fsm_chunk now;
+    if (rc == -EIO && c->id && fsmeta_chunk_get(st->meta, c->id, &now) == 0 &&
+        (now.pack != c->pack || now.off != c->off)) {
+        c = &now;
+        rc = load_at(st, c, dst);
+    }
     if (rc == -EIO)
         ck_log(CK_LOG_ERR, "corrupt block: pack %u offset %llu (%u bytes)", c->pack,
                (unsigned long long)c->off, c->raw_len);

@@ -19,6 +19,7 @@
 #ifndef CKPT_STORE_H
 #define CKPT_STORE_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -47,6 +48,17 @@ struct store_opts {
                                 (policy.h canonical text); NULL: lossless */
 };
 
+/* A write session's claim on what an online gc must leave alone (gc.h):
+** records it appends go to packs numbered `pack` or higher and are not in
+** meta.db until it commits; a base it picks may die (be pruned) while it
+** encodes against it, at `since` or later, and comes back when it commits. */
+struct store_pin {
+    uint32_t pack;
+    int64_t since;
+    struct store *st; /* while pinned; NULL otherwise */
+    struct store_pin *prev, *next;
+};
+
 struct store {
     char *path;
     int dirfd, stagefd, lockfd;
@@ -67,6 +79,8 @@ struct store {
     ** model file beside an optimizer file (xbase.h). */
     void (*settle_owed)(void *ctx, const char *fam, uint64_t dir);
     void *settle_ctx;
+    pthread_mutex_t pin_mu;
+    struct store_pin *pins; /* write sessions in progress */
 };
 
 void store_default_opts(struct store_opts *o);
@@ -138,6 +152,15 @@ void store_prefetch_block(struct store *st, const struct fsm_chunk *c);
 int store_verify_block(struct store *st, const struct fsm_chunk *c, void *dst);
 /* Make the records of ext[0..n) durable: fdatasync each pack they use once. */
 int store_sync_extents(struct store *st, const struct fsm_extent *ext, size_t n);
+
+/* Write sessions: store_pin when one starts, store_pin_advance after each
+** of its commits (what it wrote so far is in meta.db), store_unpin at its
+** end (harmless when not pinned). store_pins_floor: the lowest pack and time any session holds
+** (UINT32_MAX and INT64_MAX when none). */
+void store_pin(struct store *st, struct store_pin *p);
+void store_pin_advance(struct store *st, struct store_pin *p);
+void store_unpin(struct store *st, struct store_pin *p);
+void store_pins_floor(struct store *st, uint32_t *pack, int64_t *since);
 
 /* Staging file of an inode: open (creating and truncating it with create). */
 int store_stage_open(struct store *st, uint64_t ino, int create);

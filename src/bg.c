@@ -1,0 +1,219 @@
+/*
+** bg.c: the daemon's background thread (see bg.h).
+*/
+#include "bg.h"
+#include "common.h"
+#include "recode.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define BG_TICK 2 /* seconds between looks at what is due */
+
+/* A reclaim asked for by bg_gc, waiting for the thread. */
+struct req {
+    const struct gc_opts *o;
+    gc_progress_cb cb;
+    void *ctx;
+    struct gc_stats *out;
+    int rc, done;
+};
+
+struct bg {
+    struct store *st;
+    struct bg_opts o;
+    bg_changed_fn changed;
+    void *ctx;
+    uint64_t seen;     /* last change when retention last ran */
+    uint64_t recoded;  /* last change when re-encoding last finished */
+    uint64_t gc_seq, gc_dv; /* change and data version when gc last looked */
+    int64_t gc_until;  /* reclaim at each interval until then ... */
+    int gc_busy;       /* ... or while the last run still found work */
+    time_t next_retain, next_gc;
+    struct req *req;
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv, done_cv;
+    volatile int stop;
+};
+
+static int retains(const struct bg *b)
+{
+    return b->o.keep.keep_last || b->o.keep.keep_every || b->o.keep.keep_within_ns;
+}
+
+/* Something may have made garbage: reclaim for a while. */
+static void gc_due(struct bg *b)
+{
+    b->gc_until = ck_now_ns() + b->o.gc_grace_ns + 3 * (int64_t)b->o.gc_interval * 1000000000;
+}
+
+static void retain_once(struct bg *b)
+{
+    /* Without keep_within the outcome changes only with the history: an idle
+    ** mount need not walk every version each interval. */
+    uint64_t last = 0;
+    if (!retains(b)) return;
+    if (fsmeta_seq_last(b->st->meta, &last) == 0 && last == b->seen && !b->o.keep.keep_within_ns)
+        return;
+    b->seen = last; /* 0 (never seen) when it could not be read */
+    struct hist_prune_stats s;
+    int rc = history_prune(b->st->meta, &b->o.keep, ck_now_ns(), 0, NULL, NULL, &s);
+    if (rc < 0) ck_log(CK_LOG_ERR, "retention: %s", strerror(-rc));
+    if (rc == 0 && s.pruned) {
+        ck_log(CK_LOG_INFO, "retention pruned %llu of %llu versions",
+               (unsigned long long)s.pruned, (unsigned long long)s.versions);
+        gc_due(b);
+    }
+}
+
+static void recode_once(struct bg *b)
+{
+    uint64_t last;
+    if (fsmeta_seq_last(b->st->meta, &last) < 0 || last == b->recoded) return;
+    struct recode_stats s = {0};
+    if (recode_pending(b->st, &b->stop, b->changed, b->ctx, &s) == 0 && !b->stop)
+        b->recoded = last;
+    if (s.versions) {
+        ck_log(CK_LOG_INFO, "re-encoded %llu versions: %llu -> %llu bytes",
+               (unsigned long long)s.versions, (unsigned long long)s.before,
+               (unsigned long long)s.after);
+        gc_due(b);
+    }
+}
+
+/* Commits here, or anything another connection wrote, may have made garbage. */
+static void watch_changes(struct bg *b)
+{
+    uint64_t seq = 0, dv = 0;
+    fsmeta_seq_last(b->st->meta, &seq);
+    fsmeta_data_version(b->st->meta, &dv);
+    if (seq != b->gc_seq || dv != b->gc_dv) gc_due(b);
+    b->gc_seq = seq;
+    b->gc_dv = dv;
+}
+
+static void gc_once(struct bg *b)
+{
+    watch_changes(b);
+    if (!b->gc_busy && ck_now_ns() > b->gc_until) return;
+    struct gc_opts g = {.grace_ns = b->o.gc_grace_ns, .threshold = b->o.gc_threshold,
+                        .rebase = 1, .stop = &b->stop};
+    struct gc_stats s;
+    int rc = gc_run(b->st, &g, NULL, NULL, &s);
+    b->gc_busy = rc == 0 && !gc_idle(&s);
+    if (rc < 0) ck_log(CK_LOG_ERR, "reclaim: %s", strerror(-rc));
+    if (rc == 0 && s.bytes_after != s.bytes_before)
+        ck_log(CK_LOG_INFO, "reclaimed %llu bytes (%llu blocks dropped, %llu packs removed, "
+               "%llu rewritten, %llu deltas re-encoded)",
+               (unsigned long long)(s.bytes_before - CK_MIN(s.bytes_after, s.bytes_before)),
+               (unsigned long long)s.chunks_deleted, (unsigned long long)s.packs_removed,
+               (unsigned long long)s.packs_rewritten, (unsigned long long)s.rebased);
+}
+
+static void serve_request(struct bg *b)
+{
+    struct req *r = b->req;
+    struct gc_opts g = *r->o;
+    g.stop = &b->stop;
+    r->rc = gc_run(b->st, &g, r->cb, r->ctx, r->out);
+    pthread_mutex_lock(&b->mu);
+    r->done = 1;
+    b->req = NULL;
+    pthread_cond_broadcast(&b->done_cv);
+    pthread_mutex_unlock(&b->mu);
+}
+
+/* The work due now, in order; the lock is not held. */
+static void tick(struct bg *b)
+{
+    recode_once(b);
+    time_t now = time(NULL);
+    if (now >= b->next_retain) {
+        retain_once(b);
+        b->next_retain = time(NULL) + b->o.prune_interval;
+    }
+    if (b->o.gc_interval && now >= b->next_gc) {
+        gc_once(b);
+        b->next_gc = time(NULL) + b->o.gc_interval;
+    }
+}
+
+static void *bg_main(void *arg)
+{
+    struct bg *b = arg;
+    pthread_mutex_lock(&b->mu);
+    while (!b->stop) {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += BG_TICK;
+        while (!b->stop && !b->req && pthread_cond_timedwait(&b->cv, &b->mu, &until) == 0) {}
+        if (b->stop) break;
+        int asked = b->req != NULL;
+        pthread_mutex_unlock(&b->mu);
+        if (asked) serve_request(b);
+        else tick(b);
+        pthread_mutex_lock(&b->mu);
+    }
+    if (b->req) { /* stopping: tell the one who asked */
+        b->req->rc = -ESHUTDOWN;
+        b->req->done = 1;
+        b->req = NULL;
+        pthread_cond_broadcast(&b->done_cv);
+    }
+    pthread_mutex_unlock(&b->mu);
+    return NULL;
+}
+
+int bg_start(struct store *st, const struct bg_opts *o, bg_changed_fn changed, void *ctx,
+             bg **out)
+{
+    struct bg *b = calloc(1, sizeof *b);
+    if (!b) return -ENOMEM;
+    *b = (struct bg){.st = st, .o = *o, .changed = changed, .ctx = ctx};
+    b->next_retain = time(NULL) + o->prune_interval;
+    gc_due(b); /* a previous mount may have left garbage */
+    pthread_mutex_init(&b->mu, NULL);
+    pthread_cond_init(&b->cv, NULL);
+    pthread_cond_init(&b->done_cv, NULL);
+    int rc = pthread_create(&b->thread, NULL, bg_main, b);
+    if (rc != 0) {
+        free(b);
+        return -rc;
+    }
+    *out = b;
+    return 0;
+}
+
+void bg_stop(bg *b)
+{
+    if (!b) return;
+    pthread_mutex_lock(&b->mu);
+    b->stop = 1;
+    pthread_cond_broadcast(&b->cv);
+    pthread_mutex_unlock(&b->mu);
+    pthread_join(b->thread, NULL);
+    retain_once(b);
+    pthread_mutex_destroy(&b->mu);
+    pthread_cond_destroy(&b->cv);
+    pthread_cond_destroy(&b->done_cv);
+    free(b);
+}
+
+int bg_gc(bg *b, const struct gc_opts *o, gc_progress_cb cb, void *ctx, struct gc_stats *out)
+{
+    struct req r = {.o = o, .cb = cb, .ctx = ctx, .out = out};
+    pthread_mutex_lock(&b->mu);
+    while (b->req && !b->stop) pthread_cond_wait(&b->done_cv, &b->mu); /* one at a time */
+    if (b->stop) {
+        pthread_mutex_unlock(&b->mu);
+        return -ESHUTDOWN;
+    }
+    b->req = &r;
+    pthread_cond_broadcast(&b->cv);
+    while (!r.done) pthread_cond_wait(&b->done_cv, &b->mu);
+    pthread_mutex_unlock(&b->mu);
+    return r.rc;
+}

@@ -1,0 +1,43 @@
+/*
+** bg.h: the daemon's background work, on one thread, one task at a time:
+**
+**   - re-encoding, a few seconds after changes, the versions a lossy
+**     policy has made due (recode.h);
+**   - retention every interval, when a policy is set (history.h);
+**   - reclaiming space (gc.h) after anything that may have made garbage:
+**     a commit, an unlink, a re-encoding, a prune here or by ckptctl
+**     beside the mount; again until a run finds nothing to do;
+**   - a reclaim asked for now (bg_gc: ckptctl gc through ctl.h).
+**
+** One thread keeps gc and the recoder, which both move records, apart.
+*/
+#ifndef CKPT_BG_H
+#define CKPT_BG_H
+
+#include "gc.h"
+#include "history.h"
+#include "store.h"
+
+struct bg_opts {
+    struct hist_policy keep;  /* retention (nothing set: none) */
+    unsigned prune_interval;  /* seconds between retention runs */
+    unsigned gc_interval;     /* seconds between background reclaims; 0: never */
+    int64_t gc_grace_ns;      /* garbage younger than this waits for the next run */
+    double gc_threshold;      /* compact packs whose live share is below this */
+};
+
+/* Called after a version of ino was re-encoded (recode.h). */
+typedef void (*bg_changed_fn)(void *ctx, uint64_t ino);
+
+typedef struct bg bg;
+
+/* Start the thread; st's metadata connection must stay the same while it runs. */
+int bg_start(struct store *st, const struct bg_opts *o, bg_changed_fn changed, void *ctx,
+             bg **out);
+/* Stop the thread, then apply retention once more to what was written last. */
+void bg_stop(bg *b);
+/* Run gc now on the background thread and wait for it; cb (may be NULL) is
+** called from that thread. -ESHUTDOWN if the daemon is stopping. */
+int bg_gc(bg *b, const struct gc_opts *o, gc_progress_cb cb, void *ctx, struct gc_stats *out);
+
+#endif
