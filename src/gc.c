@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #define GC_REBASE_BATCH 64
-#define GC_SEAL_MIN (8u << 20)  /* a smaller pack taking appends is not worth sealing */
+#define GC_SEAL_MIN (1u << 20)  /* less garbage than this is not worth a new pack */
 #define GC_YIELD_US 20000       /* a copy waits this long while writers are busy ... */
 #define GC_YIELD_MAX 50         /* ... this many times at most */
 
@@ -239,7 +239,8 @@ static int delete_garbage(struct store *st, const struct gc_opts *o, struct gc_s
 static int worth_sealing(struct store *st, const struct gc_opts *o, const struct live *l)
 {
     uint64_t size = 0;
-    if (!l->cur || pack_bytes(st, l->cur, &size) < 0 || size < GC_SEAL_MIN) return 0;
+    if (!l->cur || pack_bytes(st, l->cur, &size) < 0 || size < l->cur_live + GC_SEAL_MIN)
+        return 0;
     return (double)l->cur_live < o->threshold * (double)size;
 }
 
