@@ -30,12 +30,17 @@
 ** a version a moment before it was pruned. */
 #define BG_GC_GRACE_NS (10 * 1000000000LL)
 
+/* Retention when none is asked for: every version of the last three days,
+** and the last ten of each group (checkpoint-#/model.safetensors) beyond. */
+#define DEFAULT_KEEP_LAST 10
+#define DEFAULT_KEEP_WITHIN_NS (3 * 86400 * 1000000000LL)
+
 struct cli {
     char *store;
     unsigned long threads, cache_mib, buffer_mib, reserve_mib, block_kib, readahead_kib, behind_mib;
     unsigned long keep_last, keep_every, prune_interval, delta_groups, gc_interval;
     char *keep_within, *policy;
-    int verbose, worker_nice, direct_writes;
+    int verbose, worker_nice, direct_writes, keep_all;
     double timeout;
 };
 
@@ -56,6 +61,7 @@ static const struct fuse_opt cli_opts[] = {
     OPT("keep_every=%lu", keep_every),
     OPT("keep_within=%s", keep_within),
     OPT("prune_interval=%lu", prune_interval),
+    OPT("keep_all", keep_all),
     OPT("gc_interval=%lu", gc_interval),
     OPT("policy=%s", policy),
     OPT("verbose", verbose),
@@ -90,6 +96,9 @@ static void usage(const char *prog)
            "                         path family (see ckptctl prune)\n"
            "    -o keep_every=N      retention: and every Nth\n"
            "    -o keep_within=DUR   retention: and those current within DUR (7d)\n"
+           "                         (without any keep_*: keep_last=10,keep_within=3d)\n"
+           "    -o keep_all          no retention: keep every version until\n"
+           "                         ckptctl prune\n"
            "    -o prune_interval=S  apply retention every S seconds (default 60)\n"
            "    -o gc_interval=S     reclaim space in the background every S seconds\n"
            "                         after changes (default 10; 0: only when\n"
@@ -278,6 +287,10 @@ int main(int argc, char **argv)
                            .prune_interval = cli.prune_interval ? (unsigned)cli.prune_interval : 60,
                            .gc_interval = (unsigned)cli.gc_interval,
                            .gc_grace_ns = BG_GC_GRACE_NS, .gc_threshold = 0.5};
+    if (!cli.keep_all && !cli.keep_last && !cli.keep_every && !cli.keep_within) {
+        keep.keep.keep_last = DEFAULT_KEEP_LAST;
+        keep.keep.keep_within_ns = DEFAULT_KEEP_WITHIN_NS;
+    }
     if (cli.keep_within && history_parse_duration(cli.keep_within, &keep.keep.keep_within_ns) < 0) {
         fprintf(stderr, "ckptfs: keep_within: bad duration '%s' (e.g. 12h, 7d)\n",
                 cli.keep_within);
