@@ -11,6 +11,7 @@
 #include <time.h>
 
 #define BG_TICK 2 /* seconds between looks at what is due */
+#define BG_RECODE_BATCH 4 /* versions re-encoded between two looks at the rest */
 
 /* A reclaim asked for by bg_gc, waiting for the thread. */
 struct req {
@@ -69,12 +70,16 @@ static void retain_once(struct bg *b)
     }
 }
 
-static void recode_once(struct bg *b)
+/* 1 if it re-encoded something. */
+static int recode_once(struct bg *b)
 {
     uint64_t last;
-    if (fsmeta_seq_last(b->st->meta, &last) < 0 || last == b->recoded) return;
+    if (fsmeta_seq_last(b->st->meta, &last) < 0 || last == b->recoded) return 0;
     struct recode_stats s = {0};
-    if (recode_pending(b->st, &b->stop, b->changed, b->ctx, &s) == 0 && !b->stop)
+    /* A few at a time: gc reclaims what each batch replaced before the
+    ** next adds more (a long backlog would otherwise double the store). */
+    if (recode_pending(b->st, &b->stop, BG_RECODE_BATCH, b->changed, b->ctx, &s) == 0 &&
+        !b->stop)
         b->recoded = last;
     if (s.versions) {
         ck_log(CK_LOG_INFO, "re-encoded %llu versions: %llu -> %llu bytes",
@@ -82,6 +87,7 @@ static void recode_once(struct bg *b)
                (unsigned long long)s.after);
         gc_due(b);
     }
+    return s.versions > 0;
 }
 
 /* Commits here, or anything another connection wrote, may have made garbage. */
@@ -129,7 +135,7 @@ static void serve_request(struct bg *b)
 /* The work due now, in order; the lock is not held. */
 static void tick(struct bg *b)
 {
-    recode_once(b);
+    if (recode_once(b)) b->next_gc = 0; /* reclaim what it replaced before going on */
     time_t now = time(NULL);
     if (now >= b->next_retain) {
         retain_once(b);

@@ -566,7 +566,7 @@ static int cmd_import(struct store *st, const struct opts *o, const char *dir,
 static int cmd_recode(struct store *st, const struct opts *o)
 {
     struct recode_stats s = {0};
-    CK_TRY(recode_pending(st, NULL, NULL, NULL, &s));
+    CK_TRY(recode_pending(st, NULL, 0, NULL, NULL, &s));
     if (o->json)
         printf("{\"versions\": %llu, \"blocks\": %llu, \"rebased\": %llu,"
                " \"bytes_before\": %llu, \"bytes_after\": %llu}\n", U(s.versions),

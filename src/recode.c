@@ -558,12 +558,14 @@ int recode_version(struct store *st, const struct fsm_version *v, struct recode_
     return r < 0 ? r : (int)CK_MIN(rc.nout, (size_t)INT_MAX);
 }
 
-int recode_pending(struct store *st, const volatile int *stop, recode_changed_fn changed,
-                   void *ctx, struct recode_stats *s)
+int recode_pending(struct store *st, const volatile int *stop, unsigned max,
+                   recode_changed_fn changed, void *ctx, struct recode_stats *s)
 {
     struct fsm_version v;
     int r = 0;
-    while (!(stop && *stop) && (r = fsmeta_recode_next(st->meta, &v)) == 0) {
+    for (unsigned done = 0; !(stop && *stop); done++) {
+        if (max && done == max) return 1;
+        if ((r = fsmeta_recode_next(st->meta, &v)) < 0) break;
         r = recode_version(st, &v, s);
         if (r > 0 && changed) changed(ctx, v.ino);
         if (r < 0) {

@@ -65,9 +65,10 @@ int recode_version(struct store *st, const struct fsm_version *v, struct recode_
 ** the file is stale if that was its current version. */
 typedef void (*recode_changed_fn)(void *ctx, uint64_t ino);
 
-/* Re-encode every version that is due, oldest first. Stops early, without
+/* Re-encode every version that is due, oldest first, or the first max of
+** them (max 0: no limit; returns 1 if some are left). Stops early, without
 ** error, when *stop becomes non-zero (stop may be NULL). */
-int recode_pending(struct store *st, const volatile int *stop, recode_changed_fn changed,
-                   void *ctx, struct recode_stats *s);
+int recode_pending(struct store *st, const volatile int *stop, unsigned max,
+                   recode_changed_fn changed, void *ctx, struct recode_stats *s);
 
 #endif

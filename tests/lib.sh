@@ -21,8 +21,8 @@
 #
 # Helpers: fail MSG, check DESC CMD..., check_fails DESC ERRTEXT CMD...,
 # expect_status WANT DESC CMD..., same_file A B, same_mapping A B,
-# mount_fs [OPTS], umount_fs, remount_fs [OPTS], is_mounted DIR, daemon_pid,
-# wait_daemon_gone, on_exit CMD, stats_field NAME, file_stored PATH,
+# mount_fs [OPTS], umount_fs, remount_fs [OPTS], crash, is_mounted DIR,
+# daemon_pid, wait_daemon_gone, on_exit CMD, stats_field NAME, file_stored PATH,
 # drop_caches, need_torch, train WHAT ARGS..., rand_file F BYTES.
 #
 # Exit status convention: 0 pass, 1 fail, 77 skip (only when /dev/fuse is absent).
@@ -218,6 +218,27 @@ remount_fs()
 {
     umount_fs
     mount_fs "$@"
+}
+
+# crash: kill -9 the daemon, wait for it to die, lazily unmount the dead mount.
+crash()
+{
+    local pid i=0
+    pid=$(daemon_pid)
+    [ -n "$pid" ] || fail "no ckptfs daemon to kill"
+    kill -9 "$pid"
+    while kill -0 "$pid" 2>/dev/null; do
+        i=$((i + 1))
+        [ "$i" -le 200 ] || fail "daemon $pid survived kill -9 for 10 s"
+        sleep 0.05
+    done
+    fusermount3 -u -z "$MNT" 2>/dev/null || umount -l "$MNT" || fail "cannot detach the dead mount"
+    i=0
+    while is_mounted "$MNT"; do
+        i=$((i + 1))
+        [ "$i" -le 200 ] || fail "dead mount still listed in /proc/mounts"
+        sleep 0.05
+    done
 }
 
 # stats_field NAME: one field of `ckptctl stats --json $STORE`.

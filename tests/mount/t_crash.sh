@@ -14,28 +14,6 @@ set -euo pipefail
 
 MIB=$((1 << 20))
 
-# crash: kill -9 the daemon, wait for it to die, lazily unmount the dead mount.
-crash()
-{
-    local pid
-    pid=$(daemon_pid)
-    [ -n "$pid" ] || fail "no ckptfs daemon to kill"
-    kill -9 "$pid"
-    local i=0
-    while kill -0 "$pid" 2>/dev/null; do
-        i=$((i + 1))
-        [ "$i" -le 200 ] || fail "daemon $pid survived kill -9 for 10 s"
-        sleep 0.05
-    done
-    fusermount3 -u -z "$MNT" 2>/dev/null || umount -l "$MNT" || fail "cannot detach the dead mount"
-    i=0
-    while is_mounted "$MNT"; do
-        i=$((i + 1))
-        [ "$i" -le 200 ] || fail "dead mount still listed in /proc/mounts"
-        sleep 0.05
-    done
-}
-
 mount_fs
 
 log "files fsync'd before the crash"

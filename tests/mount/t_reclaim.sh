@@ -23,23 +23,20 @@ set -euo pipefail
 MIB=$((1 << 20))
 KILLS=${RECLAIM_KILLS:-3}
 
-# crash: kill -9 the daemon, wait for it to die, lazily unmount the dead mount.
-crash()
-{
-    local pid i=0
-    pid=$(daemon_pid)
-    [ -n "$pid" ] || fail "no ckptfs daemon to kill"
-    kill -9 "$pid"
-    while kill -0 "$pid" 2>/dev/null; do
-        i=$((i + 1))
-        [ "$i" -le 200 ] || fail "daemon $pid survived kill -9 for 10 s"
-        sleep 0.05
-    done
-    fusermount3 -u -z "$MNT" 2>/dev/null || umount -l "$MNT" || fail "cannot detach the dead mount"
-    while is_mounted "$MNT"; do sleep 0.05; done
-}
-
 packs_bytes() { du -sb "$STORE/packs" | cut -f1; }
+
+# packs_shrink BYTES SECONDS WHAT: wait until the packs hold at most BYTES,
+# failing after SECONDS; SECS is set to how long it took.
+packs_shrink()
+{
+    local i=0
+    while [ "$(packs_bytes)" -gt "$1" ]; do
+        i=$((i + 1))
+        [ "$i" -le $(($2 * 2)) ] || fail "packs still $(packs_bytes) bytes (want <= $1) $2 s after $3"
+        sleep 0.5
+    done
+    SECS=$((i / 2))
+}
 
 # gc_json: ckptctl gc --json with ARGS beside the mount; fails unless the
 # daemon ran it.
@@ -190,13 +187,8 @@ sync
 before=$(packs_bytes)
 rm -rf "$MNT/run/checkpoint-10" "$MNT/run/checkpoint-20" "$MNT/run/checkpoint-30"
 check "prune --keep-last 1 beside the mount" "$CKPTCTL" prune --json --keep-last 1 "$STORE" >/dev/null
-i=0
-while [ "$(packs_bytes)" -gt $((before * 4 / 10)) ]; do
-    i=$((i + 1))
-    [ "$i" -le 120 ] || fail "packs still $(packs_bytes) of $before bytes 60 s after pruning 3 of 4 checkpoints"
-    sleep 0.5
-done
-log "packs: $before -> $(packs_bytes) bytes within $((i / 2)) s of the prune, no gc command"
+packs_shrink $((before * 4 / 10)) 60 "pruning 3 of 4 checkpoints ($before before)"
+log "packs: $before -> $(packs_bytes) bytes within $SECS s of the prune, no gc command"
 for f in model.safetensors optimizer.pt; do
     same_file "$MNT/run/checkpoint-40/$f" "$REF/run/checkpoint-40/$f"
 done
@@ -214,13 +206,8 @@ for c in 10 20 30 40; do cp -r "$REF/run/checkpoint-$c" "$MNT/lossy/"; done
 sync
 written=$(du -sb "$REF/run" | cut -f1)
 peak=$(packs_bytes)
-i=0
-while [ "$(packs_bytes)" -gt $((peak * 7 / 10)) ]; do
-    i=$((i + 1))
-    [ "$i" -le 240 ] || fail "packs still $(packs_bytes) bytes (peak $peak, written $written) 120 s after the copy"
-    sleep 0.5
-done
-log "packs: $peak -> $(packs_bytes) bytes ($written written) within $((i / 2)) s, no command"
+packs_shrink $((peak * 7 / 10)) 120 "the copy (peak $peak, written $written)"
+log "packs: $peak -> $(packs_bytes) bytes ($written written) within $SECS s, no command"
 for f in model.safetensors optimizer.pt; do
     same_file "$MNT/lossy/checkpoint-40/$f" "$REF/run/checkpoint-40/$f"
 done
