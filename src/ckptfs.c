@@ -29,6 +29,8 @@
 ** writes are pinned anyway (store.h); this only spares a reader that opened
 ** a version a moment before it was pruned. */
 #define BG_GC_GRACE_NS (10 * 1000000000LL)
+/* How long a mount waits for a store whose lock an unmounted holder keeps. */
+#define STORE_WAIT_SECONDS 30
 
 /* Retention when none is asked for: every version of the last three days,
 ** and the last ten of each group (checkpoint-#/model.safetensors) beyond. */
@@ -215,6 +217,50 @@ static int serve(struct fuse_session *se, struct fuse_cmdline_opts *o, struct fs
     return ret != 0;
 }
 
+/* Where the store at real path `real` is mounted (mountinfo names a ckptfs
+** mount after its store): 1 and point copied to out, or 0. */
+static int mounted_at(const char *real, char *out, size_t cap)
+{
+    FILE *f = fopen("/proc/self/mountinfo", "r");
+    char line[3 * PATH_MAX];
+    struct ck_mount m;
+    int found = 0;
+    while (!found && f && fgets(line, sizeof line, f))
+        if (ck_mountinfo_parse(line, &m) == 0 && strcmp(m.fstype, "fuse.ckptfs") == 0 &&
+            strcmp(m.source, real) == 0)
+            found = snprintf(out, cap, "%s", m.point) > 0;
+    if (f) fclose(f);
+    return found;
+}
+
+/* store_open, waiting for the lock while its holder is not a mount: a
+** daemon still exiting after its unmount (committing what was written),
+** or a ckptctl command that needs the store alone. A store mounted
+** elsewhere is refused at once: one writer per store. */
+static int open_store(const char *path, const struct store_opts *so, struct store **st)
+{
+    char real[PATH_MAX], point[PATH_MAX];
+    int rc, said = 0;
+    for (int waited = 0;; waited++) {
+        rc = store_open(path, so, st);
+        if (rc != -EBUSY) break;
+        if (realpath(path, real) && mounted_at(real, point, sizeof point)) {
+            fprintf(stderr, "ckptfs: store %s is already mounted at %s (one mount per "
+                    "store)\n", path, point);
+            return rc;
+        }
+        if (waited == STORE_WAIT_SECONDS * 10) break;
+        if (!said++)
+            fprintf(stderr, "ckptfs: store %s is in use (a ckptfs exiting after its "
+                    "unmount, or ckptctl); waiting up to %d s\n", path, STORE_WAIT_SECONDS);
+        usleep(100000);
+    }
+    if (rc < 0)
+        fprintf(stderr, "ckptfs: cannot open store %s: %s%s\n", path, strerror(-rc),
+                rc == -EBUSY ? " (its lock is still held)" : "");
+    return rc;
+}
+
 /* glibc gives each thread that allocates its own arena, and every FUSE
 ** and worker thread here handles 1 MiB blocks: the blocks freed in one
 ** arena are not reused by the others, so peak memory grew with the thread
@@ -308,12 +354,8 @@ int main(int argc, char **argv)
         so.policy = pol.kind == POLICY_LOSSLESS ? NULL : pol_text;
     }
     struct fs fs = {.timeout = cli.timeout, .direct_writes = cli.direct_writes != 0, .ra_kib = cli.readahead_kib};
-    int rc = store_open(cli.store, &so, &fs.st);
-    if (rc < 0) {
-        fprintf(stderr, "ckptfs: cannot open store %s: %s%s\n", cli.store, strerror(-rc),
-                rc == -EBUSY ? " (already mounted by another ckptfs)" : "");
-        return 1;
-    }
+    int rc = open_store(cli.store, &so, &fs.st);
+    if (rc < 0) return 1;
     if (node_table_create(&fs.nodes) < 0 || hview_create(fs.st, &fs.view) < 0) return 1;
     name_mount(&args, cli.store);
     fs.st->settle_owed = fs_settle_owed;

@@ -40,6 +40,7 @@ struct handle {
     struct node *n;
     int writer;
     unsigned how; /* node_open's decision (NODE_DIRECT, NODE_DROP) */
+    int wrote;    /* a write came through it (direct: privileges dropped) */
 };
 #define HANDLE(fi) ((struct handle *)(uintptr_t)(fi)->fh)
 #define NODE(fi) (HANDLE(fi)->n)
@@ -330,13 +331,35 @@ static int in_group(fuse_req_t req, gid_t gid)
     return 0;
 }
 
+/* The setuid and setgid bits a write by the caller clears, as the kernel
+** decides for its own filesystems: setuid always, setgid when the file is
+** group-executable or the caller is not in its group; none for root. */
+static uint32_t privs_to_kill(fuse_req_t req, const struct fsm_attr *a)
+{
+    if (fuse_req_ctx(req)->uid == 0) return 0;
+    uint32_t kill = a->mode & S_ISUID;
+    if ((a->mode & S_ISGID) && ((a->mode & S_IXGRP) || !in_group(req, a->gid))) kill |= S_ISGID;
+    return kill;
+}
+
+/* 1 if mode change old -> new only clears setuid and setgid: what the
+** kernel sends, as the writer, when a write, truncate or fallocate must
+** drop them (the only mode change a non-owner may make). */
+static int kills_privs_only(uint32_t old, uint32_t new)
+{
+    old &= 07777, new &= 07777;
+    return (new & ~old) == 0 && ((old & ~new) & ~(uint32_t)(S_ISUID | S_ISGID)) == 0;
+}
+
 /* chmod/chown rules for a daemon that must enforce them itself. */
 static int may_change(fuse_req_t req, const struct fsm_attr *a, const struct stat *sb,
                       int to_set)
 {
     uid_t uid = fuse_req_ctx(req)->uid;
     if (uid == 0) return 0;
-    if ((to_set & (FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_GID)) && uid != a->uid) return -EPERM;
+    if ((to_set & FUSE_SET_ATTR_MODE) && uid != a->uid && !kills_privs_only(a->mode, sb->st_mode))
+        return -EPERM;
+    if ((to_set & FUSE_SET_ATTR_GID) && uid != a->uid) return -EPERM;
     if ((to_set & FUSE_SET_ATTR_UID) && sb->st_uid != a->uid) return -EPERM;
     if ((to_set & FUSE_SET_ATTR_GID) && sb->st_gid != a->gid && !in_group(req, sb->st_gid))
         return -EPERM;
@@ -624,7 +647,7 @@ static int open_node(struct fs *fs, uint64_t ino, struct fuse_file_info *fi)
         node_open_undo(fs->nodes, n, w, how);
         free(h);
     } else {
-        *h = (struct handle){n, w, how};
+        *h = (struct handle){n, w, how, 0};
         fi->fh = (uintptr_t)h;
         fi->direct_io = (how & NODE_DIRECT) != 0;
         /* cached pages stay unless direct writes may have outdated them */
@@ -684,12 +707,28 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     free(buf);
 }
 
+/* A write through a direct handle skips the kernel's own dropping of
+** setuid and setgid (it does that for writes through its page cache):
+** drop them here, at the handle's first write. */
+static int drop_privs(fuse_req_t req, uint64_t ino)
+{
+    fsmeta *m = FS(req)->st->meta;
+    struct fsm_attr a;
+    CK_TRY(fsmeta_getattr(m, ino, &a));
+    uint32_t kill = privs_to_kill(req, &a);
+    if (!kill) return 0;
+    a.mode &= ~kill;
+    a.ctime = ck_now_ns();
+    return fsmeta_setattr(m, &a);
+}
+
 static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
                      off_t off, struct fuse_file_info *fi)
 {
     struct fs *fs = FS(req);
     struct handle *h = HANDLE(fi);
-    int rc = ingest_write(fs->st, h->n, buf, size, (uint64_t)off);
+    int rc = (h->how & NODE_DIRECT) && !h->wrote++ ? drop_privs(req, ino) : 0;
+    if (rc == 0) rc = ingest_write(fs->st, h->n, buf, size, (uint64_t)off);
     if (rc < 0) {
         fuse_reply_err(req, -rc);
         return;
@@ -1022,34 +1061,14 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
     free(buf);
 }
 
-/* Append the name list add[0..alen) to the alen-byte list in buf. */
-static int list_add(char *buf, size_t size, int len, const char *add, size_t alen)
-{
-    size_t total = (size_t)len + alen;
-    if (size == 0) return (int)total;
-    if (total > size) return -ERANGE;
-    memcpy(buf + len, add, alen);
-    return (int)total;
-}
-
-/* Stored names (live files), the policy when it is the mount's (live files
-** and directories), then the computed user.ckptfs.* (regular files). */
+/* The stored names only. The computed user.ckptfs.* and the policy a file
+** inherits from the mount are readable by name but not listed (as CephFS's
+** ceph.* are): tools that copy what is listed (cp -a, rsync -X, tar
+** --xattrs) would try to set them. A policy set on the file is stored. */
 static int list_xattr(struct fs *fs, uint64_t ino, char *buf, size_t size)
 {
-    uint64_t ver;
-    if (hview_owns(ino))
-        return hview_version(fs->view, ino, &ver) < 0
-                   ? 0 : list_add(buf, size, 0, HISTORY_XATTRS, HISTORY_XATTRS_LEN);
-    fsmeta *m = fs->st->meta;
-    struct fsm_attr a;
-    CK_TRY(fsmeta_getattr(m, ino, &a));
-    int len = fsmeta_xattr_list(m, ino, buf, size);
-    if (len >= 0 && (S_ISREG(a.mode) || S_ISDIR(a.mode)) &&
-        fsmeta_xattr_get(m, ino, POLICY_XATTR, NULL, 0) == -ENODATA)
-        len = list_add(buf, size, len, POLICY_XATTR, sizeof POLICY_XATTR);
-    if (len >= 0 && S_ISREG(a.mode))
-        len = list_add(buf, size, len, HISTORY_XATTRS, HISTORY_XATTRS_LEN);
-    return len;
+    if (hview_owns(ino)) return 0;
+    return fsmeta_xattr_list(fs->st->meta, ino, buf, size);
 }
 
 static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
@@ -1108,10 +1127,14 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, of
     if (mode & ~FALLOC_FL_KEEP_SIZE) rc = -EOPNOTSUPP;
     else if (off < 0 || len <= 0) rc = -EINVAL;
     struct stat sb;
-    if (rc == 0 && !(mode & FALLOC_FL_KEEP_SIZE)) rc = get_stat(fs, ino, &sb);
-    /* Storage is allocated on write (compressed); only the size can grow here. */
-    if (rc == 0 && !(mode & FALLOC_FL_KEEP_SIZE) && off + len > sb.st_size)
-        rc = ingest_truncate(fs->st, NODE(fi), (uint64_t)(off + len));
+    if (rc == 0) rc = get_stat(fs, ino, &sb);
+    /* Storage is allocated on write (compressed), so nothing is reserved;
+    ** but a range past the end that could not be written uncompressed now
+    ** is refused, as a filesystem that reserves would. */
+    uint64_t end = (uint64_t)off + (uint64_t)len, size = (uint64_t)sb.st_size;
+    if (rc == 0 && end > size) rc = store_space(fs->st, end - CK_MAX(size, (uint64_t)off));
+    if (rc == 0 && !(mode & FALLOC_FL_KEEP_SIZE) && end > size)
+        rc = ingest_truncate(fs->st, NODE(fi), end);
     fuse_reply_err(req, -rc);
 }
 

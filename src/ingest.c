@@ -333,6 +333,40 @@ static int stream_append(struct store *st, struct node *n, const uint8_t *buf, s
     return 0;
 }
 
+/* The stream's tail, however short, as a block of its own. */
+static int flush_tail(struct store *st, struct node *n)
+{
+    if (!n->tail_len) return 0;
+    uint8_t *t = n->tail;
+    size_t len = n->tail_len;
+    n->tail = NULL;
+    n->tail_len = 0;
+    n->tail_cap = 0;
+    return submit_block(st, n, t, len, n->send - len);
+}
+
+/* A write at off past the end of the stream: what lies between reads as
+** zeros. A gap under a block is streamed as zeros (a parser sees the file
+** whole); a longer one costs nothing: the tail goes as a block of its own
+** and the stream goes on from off, cut into plain blocks (a file with
+** holes that large is no checkpoint), so a sparse file of any size costs
+** its data only. */
+static int stream_gap(struct store *st, struct node *n, uint64_t off)
+{
+    static const uint8_t zeros[64 << 10];
+    if (off - n->send < st->o.block_size) {
+        while (n->send < off)
+            CK_TRY(stream_append(st, n, zeros, (size_t)CK_MIN((uint64_t)sizeof zeros, off - n->send)));
+        return 0;
+    }
+    CK_TRY(flush_tail(st, n));
+    cutter_free(n->cut);
+    n->cut = NULL;
+    n->send = off;
+    n->size = CK_MAX(n->size, off);
+    return 0;
+}
+
 static int write_locked(struct store *st, struct node *n, const void *buf, size_t len,
                         uint64_t off)
 {
@@ -341,6 +375,7 @@ static int write_locked(struct store *st, struct node *n, const void *buf, size_
     CK_TRY(worker_err(n, 0));
     set_owed(st, n, 0); /* first: a node being written is never owed (lock order) */
     if (n->mode == NODE_CLEAN) CK_TRY(leave_clean(st, n));
+    if (n->mode == NODE_STREAM && off > n->send) CK_TRY(stream_gap(st, n, off));
     if (n->mode == NODE_STREAM && off != n->send) CK_TRY(to_stage(st, n));
     /* Streamed bytes all need room (ENOSPC here, not after close); a staged
     ** file only what it grows by, roughly. */
@@ -420,8 +455,24 @@ int ingest_truncate(struct store *st, struct node *n, uint64_t size)
     return rc;
 }
 
+/* The next run of data in the staging file at or after *off, below size:
+** [*off, *end). 0 when there is none. Filesystems that do not know holes
+** report all of it as data. */
+static int next_data(int fd, uint64_t size, uint64_t *off, uint64_t *end)
+{
+    off_t d = lseek(fd, (off_t)*off, SEEK_DATA);
+    if (d < 0 && errno == ENXIO) return 0;                 /* only a hole is left */
+    if (d < 0) d = (off_t)*off;                           /* no SEEK_DATA here */
+    if ((uint64_t)d >= size) return 0;
+    off_t h = lseek(fd, d, SEEK_HOLE);
+    *off = (uint64_t)d;
+    *end = h < 0 ? size : CK_MIN((uint64_t)h, size);
+    return 1;
+}
+
 /* Queue every block of the staging file for encoding, cut as if it had
-** streamed in. The stream fields are free in NODE_STAGE. */
+** streamed in; its holes are skipped (stream_gap), so they cost nothing.
+** The stream fields are free in NODE_STAGE. */
 static int stage_encode(struct store *st, struct node *n)
 {
     size_t bs = st->o.block_size;
@@ -429,24 +480,23 @@ static int stage_encode(struct store *st, struct node *n)
     cut_begin(st, n);
     uint8_t *buf = bbuf_alloc(bs);
     int rc = buf ? 0 : -ENOMEM;
-    uint64_t size = n->size;
-    for (uint64_t off = 0; rc == 0 && off < size; off += bs) {
-        size_t len = (size_t)CK_MIN((uint64_t)bs, size - off);
-        ssize_t got = pread(n->stage_fd, buf, len, (off_t)off);
-        if (got < 0) {
-            rc = -errno;
-            break;
+    uint64_t size = n->size, off = 0, end;
+    while (rc == 0 && next_data(n->stage_fd, size, &off, &end)) {
+        if (off > n->send) rc = stream_gap(st, n, off);
+        for (off = n->send; rc == 0 && off < end; off += bs) {
+            size_t len = (size_t)CK_MIN((uint64_t)bs, end - off);
+            ssize_t got = pread(n->stage_fd, buf, len, (off_t)off);
+            if (got < 0) {
+                rc = -errno;
+                break;
+            }
+            memset(buf + got, 0, len - (size_t)got); /* past the staging end: zeros */
+            rc = stream_append(st, n, buf, len);
         }
-        memset(buf + got, 0, len - (size_t)got); /* past the staging end: zeros */
-        rc = stream_append(st, n, buf, len);
+        off = end;
     }
     bbuf_free(buf);
-    if (rc == 0 && n->tail_len) {
-        rc = submit_block(st, n, n->tail, n->tail_len, n->send - n->tail_len);
-        n->tail = NULL;
-        n->tail_len = 0;
-        n->tail_cap = 0;
-    }
+    if (rc == 0) rc = flush_tail(st, n);
     n->size = size;
     return rc;
 }
