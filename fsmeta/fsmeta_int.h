@@ -66,6 +66,9 @@ static inline int sql_err(fsmeta *m, int rc)
     case SQLITE_NOMEM: return -ENOMEM;
     case SQLITE_READONLY: return -EROFS;
     default:
+        /* A full disk met outside the database file (the WAL index, a
+        ** sync) comes back as an I/O error: it is still a full disk. */
+        if (sqlite3_system_errno(m->db) == ENOSPC) return -ENOSPC;
         ck_log(CK_LOG_ERR, "sqlite: %s (%d)", sqlite3_errmsg(m->db), rc);
         return -EIO;
     }

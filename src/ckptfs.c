@@ -37,38 +37,88 @@
 #define DEFAULT_KEEP_LAST 10
 #define DEFAULT_KEEP_WITHIN_NS (3 * 86400 * 1000000000LL)
 
+/* Numeric options, range-checked from one table (num_opts). */
+enum { N_THREADS, N_CACHE, N_BUFFER, N_NICE, N_RESERVE, N_BLOCK, N_BEHIND, N_GROUPS,
+       N_READAHEAD, N_DIRECT, N_KEEP_LAST, N_KEEP_EVERY, N_PRUNE, N_GC, N_COUNT };
+
+static const struct num_opt {
+    const char *name;
+    long long min, max;
+} num_opts[N_COUNT] = {
+    [N_THREADS] = {"threads", 1, 256},
+    [N_CACHE] = {"cache_mib", 1, 1 << 20},
+    [N_BUFFER] = {"write_buffer_mib", 1, 1 << 20},
+    [N_NICE] = {"worker_nice", -20, 19},
+    [N_RESERVE] = {"reserve_mib", 0, 1 << 30},
+    [N_BLOCK] = {"block_kib", 4, 65536},
+    [N_BEHIND] = {"writebehind_mib", 0, 1 << 20},
+    [N_GROUPS] = {"delta_groups", 0, 1},
+    [N_READAHEAD] = {"readahead_kib", 0, 1 << 20},
+    [N_DIRECT] = {"direct_writes", 0, 1},
+    [N_KEEP_LAST] = {"keep_last", 1, 1000000000},
+    [N_KEEP_EVERY] = {"keep_every", 1, 1000000000},
+    [N_PRUNE] = {"prune_interval", 1, 31536000},
+    [N_GC] = {"gc_interval", 0, 31536000},
+};
+
 struct cli {
     char *store;
-    unsigned long threads, cache_mib, buffer_mib, reserve_mib, block_kib, readahead_kib, behind_mib;
-    unsigned long keep_last, keep_every, prune_interval, delta_groups, gc_interval;
+    long long num[N_COUNT];
+    char given[N_COUNT];
+    int bad; /* a numeric option was refused (reported) */
     char *keep_within, *policy;
-    int verbose, worker_nice, direct_writes, keep_all;
+    int verbose, keep_all;
     double timeout;
 };
 
+enum { KEY_NUM = 1 };
+
 #define OPT(t, p) {t, offsetof(struct cli, p), 1}
 static const struct fuse_opt cli_opts[] = {
-    OPT("threads=%lu", threads),
-    OPT("cache_mib=%lu", cache_mib),
-    OPT("write_buffer_mib=%lu", buffer_mib),
-    OPT("worker_nice=%d", worker_nice),
-    OPT("reserve_mib=%lu", reserve_mib),
-    OPT("block_kib=%lu", block_kib),
-    OPT("writebehind_mib=%lu", behind_mib),
-    OPT("delta_groups=%lu", delta_groups),
-    OPT("readahead_kib=%lu", readahead_kib),
-    OPT("direct_writes=%d", direct_writes),
+    FUSE_OPT_KEY("threads=", KEY_NUM),
+    FUSE_OPT_KEY("cache_mib=", KEY_NUM),
+    FUSE_OPT_KEY("write_buffer_mib=", KEY_NUM),
+    FUSE_OPT_KEY("worker_nice=", KEY_NUM),
+    FUSE_OPT_KEY("reserve_mib=", KEY_NUM),
+    FUSE_OPT_KEY("block_kib=", KEY_NUM),
+    FUSE_OPT_KEY("writebehind_mib=", KEY_NUM),
+    FUSE_OPT_KEY("delta_groups=", KEY_NUM),
+    FUSE_OPT_KEY("readahead_kib=", KEY_NUM),
+    FUSE_OPT_KEY("direct_writes=", KEY_NUM),
+    FUSE_OPT_KEY("keep_last=", KEY_NUM),
+    FUSE_OPT_KEY("keep_every=", KEY_NUM),
+    FUSE_OPT_KEY("prune_interval=", KEY_NUM),
+    FUSE_OPT_KEY("gc_interval=", KEY_NUM),
     OPT("attr_timeout=%lf", timeout),
-    OPT("keep_last=%lu", keep_last),
-    OPT("keep_every=%lu", keep_every),
     OPT("keep_within=%s", keep_within),
-    OPT("prune_interval=%lu", prune_interval),
     OPT("keep_all", keep_all),
-    OPT("gc_interval=%lu", gc_interval),
     OPT("policy=%s", policy),
     OPT("verbose", verbose),
     FUSE_OPT_END,
 };
+
+/* NAME=VALUE of a numeric option into c: an integer within its range, or
+** an error naming the range. */
+static void parse_num(struct cli *c, const char *arg)
+{
+    const char *eq = strchr(arg, '=');
+    for (int i = 0; i < N_COUNT; i++) {
+        const struct num_opt *o = &num_opts[i];
+        if (strncmp(arg, o->name, (size_t)(eq - arg)) != 0 || o->name[eq - arg]) continue;
+        char *end;
+        errno = 0;
+        long long v = strtoll(eq + 1, &end, 10);
+        if (errno || end == eq + 1 || *end || v < o->min || v > o->max) {
+            fprintf(stderr, "ckptfs: %s: '%s' is not an integer from %lld to %lld\n", o->name,
+                    eq + 1, o->min, o->max);
+            c->bad = 1;
+            return;
+        }
+        c->num[i] = v;
+        c->given[i] = 1;
+        return;
+    }
+}
 
 static void usage(const char *prog)
 {
@@ -119,6 +169,10 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 {
     (void)outargs;
     struct cli *c = data;
+    if (key == KEY_NUM) {
+        parse_num(c, arg);
+        return 0;
+    }
     if (key == FUSE_OPT_KEY_NONOPT && !c->store) {
         c->store = strdup(arg);
         return 0;
@@ -290,10 +344,14 @@ int main(int argc, char **argv)
     limit_arenas();
     ck_raise_nofile();
     struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
-    struct cli cli = {.timeout = 1.0, .direct_writes = 1, .worker_nice = INT_MIN, .reserve_mib = ULONG_MAX, .readahead_kib = 1024,
-                      .behind_mib = ULONG_MAX, .delta_groups = 1, .gc_interval = 10};
+    struct cli cli = {.timeout = 1.0};
     struct fuse_cmdline_opts o;
-    if (fuse_opt_parse(&args, &cli, cli_opts, opt_proc) != 0) return 2;
+    if (fuse_opt_parse(&args, &cli, cli_opts, opt_proc) != 0 || cli.bad) return 2;
+    if (cli.timeout < 0 || cli.timeout > 86400) {
+        fprintf(stderr, "ckptfs: attr_timeout: %g is not a number of seconds from 0 to 86400\n",
+                cli.timeout);
+        return 2;
+    }
     if (fuse_parse_cmdline(&args, &o) != 0) return 2;
     if (o.show_help) {
         usage(argv[0]);
@@ -312,28 +370,22 @@ int main(int argc, char **argv)
 
     struct store_opts so;
     store_default_opts(&so);
-    if (cli.threads) so.threads = (int)cli.threads;
-    if (cli.cache_mib) so.cache_bytes = (size_t)cli.cache_mib << 20;
-    if (cli.buffer_mib) so.buffer_bytes = (size_t)cli.buffer_mib << 20;
-    if (cli.worker_nice != INT_MIN && (cli.worker_nice < -20 || cli.worker_nice > 19)) {
-        fprintf(stderr, "ckptfs: worker_nice must be between -20 and 19\n");
-        return 2;
-    }
-    if (cli.worker_nice != INT_MIN) so.worker_nice = cli.worker_nice;
-    if (cli.reserve_mib != ULONG_MAX) so.reserve_bytes = (uint64_t)cli.reserve_mib << 20;
-    if (cli.behind_mib != ULONG_MAX) so.behind_bytes = (uint64_t)cli.behind_mib << 20;
-    so.no_group = cli.delta_groups == 0;
-    if (cli.block_kib && (cli.block_kib > 65536 || cli.block_kib < 4)) {
-        fprintf(stderr, "ckptfs: block_kib must be between 4 and 65536\n");
-        return 2;
-    }
-    if (cli.block_kib) so.block_size = (size_t)cli.block_kib << 10;
-    struct bg_opts keep = {.keep = {.keep_last = (unsigned)cli.keep_last,
-                                    .keep_every = (unsigned)cli.keep_every},
-                           .prune_interval = cli.prune_interval ? (unsigned)cli.prune_interval : 60,
-                           .gc_interval = (unsigned)cli.gc_interval,
+#define GIVEN(i) (cli.given[i])
+#define NUM(i) (cli.num[i])
+    if (GIVEN(N_THREADS)) so.threads = (int)NUM(N_THREADS);
+    if (GIVEN(N_CACHE)) so.cache_bytes = (size_t)NUM(N_CACHE) << 20;
+    if (GIVEN(N_BUFFER)) so.buffer_bytes = (size_t)NUM(N_BUFFER) << 20;
+    if (GIVEN(N_NICE)) so.worker_nice = (int)NUM(N_NICE);
+    if (GIVEN(N_RESERVE)) so.reserve_bytes = (uint64_t)NUM(N_RESERVE) << 20;
+    if (GIVEN(N_BEHIND)) so.behind_bytes = (uint64_t)NUM(N_BEHIND) << 20;
+    if (GIVEN(N_BLOCK)) so.block_size = (size_t)NUM(N_BLOCK) << 10;
+    so.no_group = GIVEN(N_GROUPS) && NUM(N_GROUPS) == 0;
+    struct bg_opts keep = {.keep = {.keep_last = (unsigned)NUM(N_KEEP_LAST),
+                                    .keep_every = (unsigned)NUM(N_KEEP_EVERY)},
+                           .prune_interval = GIVEN(N_PRUNE) ? (unsigned)NUM(N_PRUNE) : 60,
+                           .gc_interval = GIVEN(N_GC) ? (unsigned)NUM(N_GC) : 10,
                            .gc_grace_ns = BG_GC_GRACE_NS, .gc_threshold = 0.5};
-    if (!cli.keep_all && !cli.keep_last && !cli.keep_every && !cli.keep_within) {
+    if (!cli.keep_all && !GIVEN(N_KEEP_LAST) && !GIVEN(N_KEEP_EVERY) && !cli.keep_within) {
         keep.keep.keep_last = DEFAULT_KEEP_LAST;
         keep.keep.keep_within_ns = DEFAULT_KEEP_WITHIN_NS;
     }
@@ -353,7 +405,9 @@ int main(int argc, char **argv)
         policy_format(&pol, pol_text, sizeof pol_text);
         so.policy = pol.kind == POLICY_LOSSLESS ? NULL : pol_text;
     }
-    struct fs fs = {.timeout = cli.timeout, .direct_writes = cli.direct_writes != 0, .ra_kib = cli.readahead_kib};
+    struct fs fs = {.timeout = cli.timeout,
+                    .direct_writes = !GIVEN(N_DIRECT) || NUM(N_DIRECT) != 0,
+                    .ra_kib = GIVEN(N_READAHEAD) ? (unsigned long)NUM(N_READAHEAD) : 1024};
     int rc = open_store(cli.store, &so, &fs.st);
     if (rc < 0) return 1;
     if (node_table_create(&fs.nodes) < 0 || hview_create(fs.st, &fs.view) < 0) return 1;

@@ -23,7 +23,7 @@
 # expect_status WANT DESC CMD..., same_file A B, same_mapping A B,
 # mount_fs [OPTS], umount_fs, remount_fs [OPTS], crash, is_mounted DIR,
 # daemon_pid, wait_daemon_gone, on_exit CMD, stats_field NAME, file_stored PATH,
-# drop_caches, need_torch, train WHAT ARGS..., rand_file F BYTES.
+# drop_caches, hold_page_cache, need_torch, train WHAT ARGS..., rand_file F BYTES.
 #
 # Exit status convention: 0 pass, 1 fail, 77 skip (only when /dev/fuse is absent).
 
@@ -280,11 +280,24 @@ store_clean()
     [ "$(json_field "$OUT" blocks)" -gt 0 ] || fail "$1: ckptctl verify checked no block: $OUT"
 }
 
+# The page cache is the machine's: a test that counts cached pages holds
+# this lock shared (hold_page_cache) for its whole run, and drop_caches
+# takes it exclusive, so tests run in parallel (make -j) never drop the
+# pages another is counting.
+PAGE_CACHE_LOCK=/tmp/ckptfs-tests-page-cache.lock
+
 # drop_caches: write back, then drop the kernel page cache (cold reads).
 drop_caches()
 {
     sync
-    echo 3 >/proc/sys/vm/drop_caches
+    flock -x "$PAGE_CACHE_LOCK" sh -c 'echo 3 >/proc/sys/vm/drop_caches'
+}
+
+# hold_page_cache: no drop_caches of any test until this test exits.
+hold_page_cache()
+{
+    exec {_PAGE_CACHE_FD}>>"$PAGE_CACHE_LOCK"
+    flock -s "$_PAGE_CACHE_FD"
 }
 
 # need_torch: fail unless Debian's python3 with torch is there; sets PY and

@@ -16,6 +16,7 @@ set -euo pipefail
 # shellcheck source=tests/lib.sh
 . "$TESTLIB"
 command -v fincore >/dev/null || fail "fincore (util-linux) is needed"
+hold_page_cache # it counts cached pages: other tests' drop_caches wait
 
 MIB=$((1 << 20))
 rand_file "$REF/f" $((6 * MIB + 777))
