@@ -238,6 +238,50 @@ static int prepare_all(fsmeta *m)
     return 0;
 }
 
+/* A number from one query (0 if it fails). */
+static int64_t scalar_of(fsmeta *m, const char *sql)
+{
+    sqlite3_stmt *s = NULL;
+    int64_t v = 0;
+    if (sqlite3_prepare_v2(m->db, sql, -1, &s, NULL) == SQLITE_OK && sqlite3_step(s) == SQLITE_ROW)
+        v = sqlite3_column_int64(s, 0);
+    sqlite3_finalize(s);
+    return v;
+}
+
+/* Is this database a ckptfs store's? Ours carry FSM_APP_ID; an empty one
+** becomes ours; one made before the id is recognised by its tables.
+** Anything else (another program's database, a file that is not SQLite)
+** is -EMEDIUMTYPE, found by reading only. *stamp: the id must be set. */
+static int check_identity(fsmeta *m, int *stamp)
+{
+    *stamp = 0;
+    sqlite3_stmt *s = NULL;
+    int rc = sqlite3_prepare_v2(m->db, "PRAGMA application_id", -1, &s, NULL);
+    if (rc == SQLITE_OK) rc = sqlite3_step(s);
+    int64_t id = rc == SQLITE_ROW ? sqlite3_column_int64(s, 0) : -1;
+    sqlite3_finalize(s);
+    if (rc != SQLITE_ROW) return -EMEDIUMTYPE; /* not SQLite, or unreadable */
+    if (id == FSM_APP_ID) return 0;
+    if (id != 0) return -EMEDIUMTYPE;
+    *stamp = 1;
+    if (scalar_of(m, "SELECT count(*) FROM sqlite_schema") == 0) return 0;
+    return compiles(m, "SELECT ino, mode, nlink, size FROM inode") &&
+                   compiles(m, "SELECT parent, name, ino FROM dentry") &&
+                   compiles(m, "SELECT pack, off, refs FROM chunk")
+               ? 0 : -EMEDIUMTYPE;
+}
+
+int fsmeta_probe(const char *path)
+{
+    fsmeta m = {0};
+    int rc = sqlite3_open_v2(path, &m.db, SQLITE_OPEN_READONLY, NULL);
+    int stamp;
+    rc = rc == SQLITE_OK ? check_identity(&m, &stamp) : -EMEDIUMTYPE;
+    sqlite3_close(m.db);
+    return rc;
+}
+
 int fsmeta_open(const char *path, int readonly, uint32_t root_uid,
                 uint32_t root_gid, fsmeta **out)
 {
@@ -259,8 +303,13 @@ int fsmeta_open(const char *path, int readonly, uint32_t root_uid,
     }
     sqlite3_busy_timeout(m->db, 10000);
     sqlite3_create_function(m->db, "ckpt_seq", 0, SQLITE_UTF8, m, fn_seq, NULL, NULL);
+    int stamp;
+    if ((rc = check_identity(m, &stamp)) < 0) goto fail; /* before any write */
     if (!readonly) {
         rc = exec(m, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;");
+        char pragma[48];
+        snprintf(pragma, sizeof pragma, "PRAGMA application_id=%d", FSM_APP_ID);
+        if (rc == 0 && stamp) rc = exec(m, pragma);
         if (rc == 0) rc = upgrade_to_2(m);
         if (rc == 0) rc = upgrade_to_4_pre(m);
         if (rc == 0) rc = exec(m, fsmeta_schema_sql);

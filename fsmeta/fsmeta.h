@@ -73,11 +73,19 @@ struct fsm_stats {
     uint64_t delta_chunks;  /* chunks stored as deltas against a base */
 };
 
+/* SQLite's application_id of a ckptfs meta.db: "CKPT". */
+#define FSM_APP_ID 0x434b5054
+
 /* Open (creating the schema and root directory, owned by root_uid/root_gid,
-** if new). readonly: for tools beside a live mount. */
+** if new). readonly: for tools beside a live mount. A database that is not
+** a ckptfs store's (another program's, or not SQLite) is -EMEDIUMTYPE,
+** found before anything is written to it. */
 int fsmeta_open(const char *path, int readonly, uint32_t root_uid,
                 uint32_t root_gid, fsmeta **out);
 void fsmeta_close(fsmeta *m);
+/* 0 if the database at path is a ckptfs store's (or empty), -EMEDIUMTYPE
+** if not; opens it read-only and changes nothing. */
+int fsmeta_probe(const char *path);
 
 /* durable: the commit must survive power loss (fsync); otherwise it survives
 ** a crash of the process and stays consistent after power loss. */

@@ -698,7 +698,7 @@ static int open_store(const char *path, const char *cmd, int mode, int create,
     if (rc == -EBUSY) return busy(path, cmd);
     if (rc < 0)
         return fail(EX_FAIL, "cannot open store %s: %s", path,
-                    rc == -ENOENT ? "not a ckptfs store" : strerror(-rc));
+                    rc == -ENOENT ? "not a ckptfs store" : store_strerror(rc));
     return EX_OK;
 }
 

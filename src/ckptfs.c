@@ -67,7 +67,7 @@ struct cli {
     char given[N_COUNT];
     int bad; /* a numeric option was refused (reported) */
     char *keep_within, *policy;
-    int verbose, keep_all;
+    int verbose, keep_all, init_nonempty;
     double timeout;
 };
 
@@ -92,6 +92,7 @@ static const struct fuse_opt cli_opts[] = {
     OPT("attr_timeout=%lf", timeout),
     OPT("keep_within=%s", keep_within),
     OPT("keep_all", keep_all),
+    OPT("init_nonempty", init_nonempty),
     OPT("policy=%s", policy),
     OPT("verbose", verbose),
     FUSE_OPT_END,
@@ -159,6 +160,8 @@ static void usage(const char *prog)
            "                         without user.ckptfs.policy: lossless (default),\n"
            "                         bitsnap or excp, with parameters after ':'\n"
            "                         (commas escaped: policy=excp:bits=4\\,beta=2)\n"
+           "    -o init_nonempty     make a new store in a directory that holds\n"
+           "                         other files (refused otherwise)\n"
            "    -o verbose           log commits and recovery\n\n"
            "FUSE options:\n", prog);
     fuse_cmdline_help();
@@ -309,9 +312,7 @@ static int open_store(const char *path, const struct store_opts *so, struct stor
                     "unmount, or ckptctl); waiting up to %d s\n", path, STORE_WAIT_SECONDS);
         usleep(100000);
     }
-    if (rc < 0)
-        fprintf(stderr, "ckptfs: cannot open store %s: %s%s\n", path, strerror(-rc),
-                rc == -EBUSY ? " (its lock is still held)" : "");
+    if (rc < 0) fprintf(stderr, "ckptfs: cannot open store %s: %s\n", path, store_strerror(rc));
     return rc;
 }
 
@@ -380,6 +381,7 @@ int main(int argc, char **argv)
     if (GIVEN(N_BEHIND)) so.behind_bytes = (uint64_t)NUM(N_BEHIND) << 20;
     if (GIVEN(N_BLOCK)) so.block_size = (size_t)NUM(N_BLOCK) << 10;
     so.no_group = GIVEN(N_GROUPS) && NUM(N_GROUPS) == 0;
+    so.init_nonempty = cli.init_nonempty;
     struct bg_opts keep = {.keep = {.keep_last = (unsigned)NUM(N_KEEP_LAST),
                                     .keep_every = (unsigned)NUM(N_KEEP_EVERY)},
                            .prune_interval = GIVEN(N_PRUNE) ? (unsigned)NUM(N_PRUNE) : 60,

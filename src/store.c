@@ -6,6 +6,7 @@
 #include "bbuf.h"
 #include "common.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -90,8 +91,53 @@ int store_start(struct store *st)
     return pool_create(st->o.threads, budget, st->o.worker_nice, &st->workers);
 }
 
+/* Names a store directory holds besides meta.db. */
+static int store_name(const char *n)
+{
+    static const char *const names[] = {"meta.db-wal", "meta.db-shm", "meta.db-journal",
+                                        "packs", "staging", "lock", "ctl.sock", NULL};
+    for (int i = 0; names[i]; i++)
+        if (strcmp(n, names[i]) == 0) return 1;
+    return 0;
+}
+
+/* Refuse, before anything is written there, a directory that is not a
+** store: a meta.db that is not ckptfs's (-EMEDIUMTYPE), packs without a
+** meta.db (-ENOMEDIUM: its metadata is lost), or other files and no meta.db
+** (-ENOTEMPTY, unless init_nonempty). A missing or empty one is fine. */
+static int check_dir(const char *path, const struct store_opts *o)
+{
+    DIR *d = opendir(path);
+    if (!d) return errno == ENOENT ? 0 : -errno;
+    int meta = 0, other = 0, packs = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        const char *n = e->d_name;
+        if (!strcmp(n, ".") || !strcmp(n, "..")) continue;
+        if (!strcmp(n, "meta.db")) meta = 1;
+        else if (!strcmp(n, "packs")) packs = 1;
+        else if (!store_name(n)) other = 1;
+    }
+    closedir(d);
+    char p[4096];
+    if (meta) {
+        snprintf(p, sizeof p, "%s/meta.db", path);
+        return fsmeta_probe(p);
+    }
+    if (packs) {
+        snprintf(p, sizeof p, "%s/packs", path);
+        DIR *pd = opendir(p);
+        int n = 0;
+        while (pd && (e = readdir(pd)) != NULL) n += strstr(e->d_name, ".pack") != NULL;
+        if (pd) closedir(pd);
+        if (n) return -ENOMEDIUM;
+    }
+    return other && !o->init_nonempty ? -ENOTEMPTY : 0;
+}
+
 int store_open(const char *path, const struct store_opts *o, struct store **out)
 {
+    CK_TRY(check_dir(path, o));
     if (!o->readonly && mkdir(path, 0700) < 0 && errno != EEXIST) return -errno;
     struct store *st = calloc(1, sizeof *st);
     if (!st) return -ENOMEM;
@@ -107,6 +153,25 @@ int store_open(const char *path, const struct store_opts *o, struct store **out)
     }
     *out = st;
     return 0;
+}
+
+const char *store_strerror(int rc)
+{
+    switch (rc) {
+    case -EMEDIUMTYPE:
+        return "its meta.db is not a ckptfs store's (another program's database, or not "
+               "SQLite); left untouched";
+    case -ENOMEDIUM:
+        return "it has packs but no meta.db: its metadata is lost (restore meta.db from a "
+               "copy); left untouched";
+    case -ENOTEMPTY:
+        return "a directory holding other files is not a store (-o init_nonempty makes "
+               "one there anyway); left untouched";
+    case -EBUSY:
+        return "its lock is held";
+    default:
+        return strerror(-rc);
+    }
 }
 
 void store_close(struct store *st)

@@ -44,6 +44,7 @@ struct store_opts {
     int readonly;            /* tools: no lock, no writes */
     int shared;              /* tools beside a live mount: metadata writable
                                 through SQLite; no lock, packs read-only */
+    int init_nonempty;       /* make a store in a directory holding other files */
     const char *policy;      /* lossy policy of files without their own
                                 (policy.h canonical text); NULL: lossless */
 };
@@ -86,9 +87,14 @@ struct store {
 void store_default_opts(struct store_opts *o);
 
 /* Open STORE (creating it when missing or empty unless readonly). A
-** read-write open takes the store lock: -EBUSY if another daemon holds it. */
+** read-write open takes the store lock: -EBUSY if another daemon holds it.
+** A directory that is not a store is refused untouched: -EMEDIUMTYPE (its
+** meta.db is not ckptfs's), -ENOMEDIUM (packs but no meta.db), -ENOTEMPTY
+** (other files; allowed with init_nonempty). store_strerror says which. */
 int store_open(const char *path, const struct store_opts *o, struct store **out);
 void store_close(struct store *st);
+/* What a store_open error means, for a user. */
+const char *store_strerror(int rc);
 /* Start the compression workers (after any fork: threads do not survive it). */
 int store_start(struct store *st);
 /* Close and reopen the metadata connection: after fork (daemonizing), whose
