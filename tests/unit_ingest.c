@@ -268,7 +268,8 @@ START_TEST(test_random_writes)
     memset(ref, 0, CAP);
     size_t size = 0;
     uint64_t seed = 0x1234567;
-    /* The first write is not at 0: a gap, straight into stage mode. */
+    /* The first write is not at 0: a gap (a hole, the stream goes on from
+    ** there); the next goes back before it, into stage mode. */
     uint8_t first[3000];
     ut_fill_random(first, sizeof first, 77);
     wr(&f, n, first, sizeof first, 100000);
@@ -277,6 +278,10 @@ START_TEST(test_random_writes)
     check_content(&f, n, ref, size);
     char sp[200];
     staging_path(sp, &f, ino);
+    ck_assert_int_lt(ut_file_size(sp), 0); /* still streaming */
+    wr(&f, n, first, 1000, 50000);
+    memcpy(ref + 50000, first, 1000);
+    check_content(&f, n, ref, size);
     ck_assert_int_ge(ut_file_size(sp), 0); /* body staged in STORE/staging/<ino> */
 
     random_writes(&f, n, ref, &size, CAP, 40, &seed);
@@ -572,7 +577,8 @@ START_TEST(test_staging_removed)
     uint8_t data[7000], ref[12000];
     memset(ref, 0, sizeof ref);
     ut_fill_random(data, sizeof data, 12);
-    wr(&f, n, data, sizeof data, 5000);
+    wr(&f, n, data + 3000, sizeof data - 3000, 8000);
+    wr(&f, n, data, 3000, 5000); /* back before the end: staged */
     memcpy(ref + 5000, data, sizeof data);
     char sp[200];
     staging_path(sp, &f, ino);

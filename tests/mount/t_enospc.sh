@@ -83,9 +83,10 @@ rc=0
 timeout 120 python3 - "$MNT/rnd" "$STORE/staging" >"$T/py.out" 2>&1 <<'EOF' || rc=$?
 import errno, os, sys
 fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)
-os.pwrite(fd, b"x", 1 << 20)  # not an append from empty: the body is staged
+os.pwrite(fd, b"x", 1 << 20)
+os.pwrite(fd, b"y", 0)  # back before the end: the body is staged
 if not os.listdir(sys.argv[2]):
-    sys.exit("a write at 1 MiB into an empty file left STORE/staging empty")
+    sys.exit("a write at 0 after one at 1 MiB left STORE/staging empty")
 chunk = os.urandom(1 << 20)
 off = 0
 try:
