@@ -220,17 +220,18 @@ static void fn_seq(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 
 static int prepare_all(fsmeta *m)
 {
-    const char *const *tables[] = {fsm_core_sql, fsm_hist_sql, fsm_check_sql, fsm_lossy_sql};
+    const char *const *tables[] = {fsm_core_sql, fsm_hist_sql, fsm_check_sql, fsm_lossy_sql,
+                                   fsm_reverse_sql};
     for (int i = 0; i < S_COUNT; i++) {
         if (m->readonly && (i == S_SYNC_FULL || i == S_SYNC_NORMAL)) continue;
         const char *sql = NULL;
-        for (size_t t = 0; t < 4 && !sql; t++) sql = tables[t][i];
+        for (size_t t = 0; t < sizeof tables / sizeof *tables && !sql; t++) sql = tables[t][i];
         assert(sql);
         int rc = sqlite3_prepare_v3(m->db, sql, -1, SQLITE_PREPARE_PERSISTENT,
                                     &m->st[i], NULL);
         if (rc != SQLITE_OK) {
             if (m->readonly && i >= S_VERGET)
-                ck_log(CK_LOG_ERR, "store metadata predates format 3: mount it "
+                ck_log(CK_LOG_ERR, "store metadata predates format 5: mount it "
                        "read-write once to upgrade it");
             return sql_err(m, rc);
         }
@@ -839,7 +840,10 @@ static int put_version(fsmeta *m, uint64_t ino, struct fsm_extent *ext, size_t n
 {
     *stored = 0;
     for (size_t i = 0; i < n; i++) {
-        if (ext[i].c.id == 0) CK_TRY(fsm_add_chunk(m, &ext[i].c));
+        if (ext[i].c.id == 0) {
+            CK_TRY(fsm_add_chunk(m, &ext[i].c));
+            CK_TRY(fsm_reverse_add(m, &ext[i].c));
+        }
         CK_TRY(fsm_chunk_ref(m, ext[i].c.id, 1));
         *stored += ext[i].c.stored_len;
     }
@@ -925,7 +929,8 @@ int fsmeta_stats(fsmeta *m, struct fsm_stats *st)
         "(SELECT count(*) FROM chunk WHERE refs>0),"
         "(SELECT count(*) FROM chunk WHERE refs>0 AND base<>0),"
         "(SELECT count(*) FROM version WHERE state<>2),"
-        "(SELECT coalesce(sum(size),0) FROM version WHERE state<>2)";
+        "(SELECT coalesce(sum(size),0) FROM version WHERE state<>2),"
+        "(SELECT count(*) FROM reverse_todo)";
     lock(m);
     sqlite3_stmt *s = NULL;
     int rc = sqlite3_prepare_v2(m->db, q, -1, &s, NULL);
@@ -942,6 +947,7 @@ int fsmeta_stats(fsmeta *m, struct fsm_stats *st)
         st->delta_chunks = (uint64_t)sqlite3_column_int64(s, 7);
         st->versions = (uint64_t)sqlite3_column_int64(s, 8);
         st->version_bytes = (uint64_t)sqlite3_column_int64(s, 9);
+        st->reverse_waiting = (uint64_t)sqlite3_column_int64(s, 10);
         rc = 0;
     } else {
         rc = sql_err(m, rc);

@@ -48,7 +48,16 @@ struct fsm_chunk {
     uint64_t base;  /* chunk this is a delta against; 0: a keyframe */
     uint32_t depth; /* deltas between this chunk and its keyframe */
     uint64_t chain; /* stored bytes read to rebuild it, its own included */
+    /* A new block's predecessor, to be re-encoded against it (reverse.h):
+    ** written with the chunk's first commit, not a column of its row. */
+    struct fsm_pred {
+        uint64_t older;   /* chunk id; 0: none */
+        uint8_t width;    /* bytes per element */
+        uint8_t flags;    /* FSM_PRED_* */
+    } pred;
 };
+#define FSM_PRED_FLOAT 1
+#define FSM_PRED_PLAIN 2
 
 /* A tensor of a file's committed content (see src/fmt.h). */
 #define FSM_TNAME_MAX 256
@@ -71,6 +80,7 @@ struct fsm_stats {
     uint64_t stored_bytes;  /* sum of stored lengths of chunks in use */
     uint64_t chunks;
     uint64_t delta_chunks;  /* chunks stored as deltas against a base */
+    uint64_t reverse_waiting; /* blocks waiting to become reverse deltas */
 };
 
 /* SQLite's application_id of a ckptfs meta.db: "CKPT". */
@@ -306,6 +316,20 @@ typedef int (*fsmeta_chunk_refs_cb)(void *ctx, const struct fsm_chunk *c, int64_
 int fsmeta_all_chunks(fsmeta *m, fsmeta_chunk_refs_cb cb, void *ctx);
 /* Delete garbage chunk rows that died before dead_before; *n gets the count. */
 int fsmeta_gc_chunks(fsmeta *m, int64_t dead_before, uint64_t *n);
+/* A pair waiting for its reverse delta: older, to be re-encoded against
+** newer (both live). */
+struct fsm_rpair {
+    struct fsm_chunk newer, older;
+    uint8_t width, flags; /* fsm_pred's */
+};
+/* Up to max pairs, oldest first (*out malloc'd). */
+int fsmeta_reverse_next(fsmeta *m, size_t max, struct fsm_rpair **out, size_t *n);
+/* Drop the pairs of newer[0..n) (done, or left standalone as keyframes) and
+** those whose blocks died. */
+int fsmeta_reverse_done(fsmeta *m, const uint64_t *newer, size_t n);
+/* Pairs waiting. */
+int fsmeta_reverse_count(fsmeta *m, uint64_t *n);
+
 /* A number that changes when another connection (ckptctl prune beside a
 ** mount) commits to meta.db. */
 int fsmeta_data_version(fsmeta *m, uint64_t *v);

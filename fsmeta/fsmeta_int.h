@@ -37,6 +37,7 @@ enum {
     /* fsmeta_lossy.c: lossy re-encoding */
     S_RCNEXT, S_RCPREV, S_RCOLD, S_RCEXT, S_RCVER, S_RCINODE, S_RCDEPS, S_RCHEIGHT, S_RCREBASE,
     S_RCDESC, S_RCVSTORED, S_RCISTORED,
+    S_RVINS, S_RVNEXT, S_RVDONE, S_RVPURGE, S_RVCOUNT,
     S_COUNT
 };
 
@@ -44,6 +45,9 @@ extern const char *const fsm_core_sql[S_COUNT];
 extern const char *const fsm_hist_sql[S_COUNT];
 extern const char *const fsm_check_sql[S_COUNT];
 extern const char *const fsm_lossy_sql[S_COUNT];
+extern const char *const fsm_reverse_sql[S_COUNT];
+/* Queue chunk c's predecessor, if it has one (fsmeta_reverse.c). */
+int fsm_reverse_add(fsmeta *m, const struct fsm_chunk *c);
 
 struct fsmeta {
     sqlite3 *db;
@@ -132,6 +136,7 @@ static inline void read_chunk(sqlite3_stmt *s, int col, struct fsm_chunk *c)
     c->base = (uint64_t)sqlite3_column_int64(s, col + 7);
     c->depth = (uint32_t)sqlite3_column_int64(s, col + 8);
     c->chain = (uint64_t)sqlite3_column_int64(s, col + 9);
+    c->pred = (struct fsm_pred){0};
 }
 
 /* Copy a BLOB column into buf (cap 0: length only); -ERANGE if it does not fit. */

@@ -1,4 +1,4 @@
--- schema.sql: the ckptfs metadata schema (STORE/meta.db), format version 4.
+-- schema.sql: the ckptfs metadata schema (STORE/meta.db), format version 5.
 -- Compiled into the binaries; fsmeta.c is the only code that speaks SQL.
 -- Times are nanoseconds since the epoch. Names and link targets are BLOBs:
 -- file names are bytes, not text.
@@ -69,6 +69,18 @@ CREATE TABLE IF NOT EXISTS chunk (
 );
 -- Finds the deltas against a block a lossy re-encoding replaced.
 CREATE INDEX IF NOT EXISTS chunk_base ON chunk (base) WHERE base<>0;
+
+-- Reverse deltas (src/reverse.h): a new block is stored standalone, and its
+-- predecessor (the same block of the version before) waits here to be
+-- re-encoded as a delta against it, in the background, so the newest
+-- version of a file never needs an older one to decode. width and flags
+-- (1: float elements, 2: bytes between tensors) hint the encoder.
+CREATE TABLE IF NOT EXISTS reverse_todo (
+    newer   INTEGER PRIMARY KEY,        -- chunk.id of the new block
+    older   INTEGER NOT NULL,           -- chunk.id of its predecessor
+    width   INTEGER NOT NULL,
+    flags   INTEGER NOT NULL
+);
 
 -- Tensors of each version's content, as the format parser found them: the
 -- next version of the file (or of its family) deltas against the current

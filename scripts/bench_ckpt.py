@@ -301,6 +301,7 @@ def cmd_report(results, markdown):
         load = [json.load(open(os.path.join(rd, r, "load.json"))) for r in runs]
         stats = [json.load(open(os.path.join(rd, r, "stats.json"))) for r in runs]
         daemon = [json.load(open(os.path.join(rd, r, "daemon.json"))) for r in runs]
+        settle = [json.load(open(os.path.join(rd, r, "settle.json"))) for r in runs]
 
         # Bytes: ckptfs split by class from the per-file stored bytes; totals
         # from the bytes of the pack files on disk.
@@ -355,6 +356,11 @@ def cmd_report(results, markdown):
                     for sv, d in zip(save, daemon)])
         rows.append((regime, "ingest, GB/s per daemon core", "", f"{gbps:.2f}", "", "", "",
                      ">= 1.5 (codec encode)", verdict(gbps, ">=", 1.5)))
+        st_s = med([x["settle_s"] for x in settle])
+        rows.append((regime, "settle after the last save, s", "", f"{st_s:.1f}", "", "", "",
+                     "<= 60", verdict(st_s, "<=", 60)))
+        rows.append((regime, "background CPU to settle, s", "",
+                     f"{med([x['cpu_s'] for x in settle]):.2f}", "", "", "", "(reference)", ""))
         hwm.append(f"{regime} {max(d['hwm_kib'][0] for d in daemon) / 1024:.0f} / "
                    f"{max(d['hwm_kib'][1] for d in daemon) / 1024:.0f} MiB")
         cpu.append(f"{regime} {med([d['user_s'] for d in daemon]):.2f} s user + "

@@ -4,14 +4,19 @@
 #include "bg.h"
 #include "common.h"
 #include "recode.h"
+#include "reverse.h"
 
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #define BG_TICK 2 /* seconds between looks at what is due */
 #define BG_RECODE_BATCH 4 /* versions re-encoded between two looks at the rest */
+#define BG_REVERSE_BATCH 256 /* blocks made reverse deltas between two looks */
 
 /* A reclaim asked for by bg_gc, waiting for the thread. */
 struct req {
@@ -90,6 +95,22 @@ static int recode_once(struct bg *b)
     return s.versions > 0;
 }
 
+/* Older blocks as deltas against their successors (reverse.h), a batch at
+** a time; 1 if more are waiting. */
+static int reverse_once(struct bg *b)
+{
+    struct reverse_stats s = {0};
+    int rc = reverse_pending(b->st, &b->stop, BG_REVERSE_BATCH, &s);
+    if (rc < 0) ck_log(CK_LOG_ERR, "reverse deltas: %s", strerror(-rc));
+    if (s.reversed) {
+        ck_log(CK_LOG_DEBUG, "reverse deltas: %llu of %llu blocks, %llu -> %llu bytes",
+               (unsigned long long)s.reversed, (unsigned long long)s.pairs,
+               (unsigned long long)s.before, (unsigned long long)s.after);
+        gc_due(b);
+    }
+    return rc > 0;
+}
+
 /* Commits here, or anything another connection wrote, may have made garbage. */
 static void watch_changes(struct bg *b)
 {
@@ -132,10 +153,12 @@ static void serve_request(struct bg *b)
     pthread_mutex_unlock(&b->mu);
 }
 
-/* The work due now, in order; the lock is not held. */
-static void tick(struct bg *b)
+/* The work due now, in order; the lock is not held. 1 if some is left
+** that should not wait for the next tick. */
+static int tick(struct bg *b)
 {
     if (recode_once(b)) b->next_gc = 0; /* reclaim what it replaced before going on */
+    int more = reverse_once(b);
     time_t now = time(NULL);
     if (now >= b->next_retain) {
         retain_once(b);
@@ -145,22 +168,27 @@ static void tick(struct bg *b)
         gc_once(b);
         b->next_gc = time(NULL) + b->o.gc_interval;
     }
+    return more;
 }
 
 static void *bg_main(void *arg)
 {
     struct bg *b = arg;
+    /* History pays, behind the writers and readers: at the workers' nice. */
+    if (setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), b->st->o.worker_nice) < 0)
+        ck_log(CK_LOG_DEBUG, "background thread keeps its priority: %s", strerror(errno));
+    int more = 0;
     pthread_mutex_lock(&b->mu);
     while (!b->stop) {
         struct timespec until;
         clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_sec += BG_TICK;
+        until.tv_sec += more ? 0 : BG_TICK;
         while (!b->stop && !b->req && pthread_cond_timedwait(&b->cv, &b->mu, &until) == 0) {}
         if (b->stop) break;
         int asked = b->req != NULL;
         pthread_mutex_unlock(&b->mu);
         if (asked) serve_request(b);
-        else tick(b);
+        else more = tick(b);
         pthread_mutex_lock(&b->mu);
     }
     if (b->req) { /* stopping: tell the one who asked */

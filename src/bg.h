@@ -3,13 +3,17 @@
 **
 **   - re-encoding, a few seconds after changes, the versions a lossy
 **     policy has made due (recode.h);
+**   - making older blocks reverse deltas against their successors
+**     (reverse.h), a batch per look, looking again at once while some wait;
 **   - retention every interval, when a policy is set (history.h);
 **   - reclaiming space (gc.h) after anything that may have made garbage:
 **     a commit, an unlink, a re-encoding, a prune here or by ckptctl
 **     beside the mount; again until a run finds nothing to do;
 **   - a reclaim asked for now (bg_gc: ckptctl gc through ctl.h).
 **
-** One thread keeps gc and the recoder, which both move records, apart.
+** One thread keeps gc, the recoder and the reverse deltas, which all move
+** records, apart. It runs at the workers' nice value: history comes after
+** saves and loads.
 */
 #ifndef CKPT_BG_H
 #define CKPT_BG_H

@@ -30,6 +30,7 @@
 #include "history.h"
 #include "import.h"
 #include "recode.h"
+#include "reverse.h"
 #include "store.h"
 
 #include <fcntl.h>
@@ -186,12 +187,12 @@ static int cmd_stats(struct store *st, const struct opts *o)
         printf("{\"files\": %llu, \"dirs\": %llu, \"symlinks\": %llu, \"others\": %llu,\n"
                " \"logical_bytes\": %llu, \"versions\": %llu, \"version_bytes\": %llu,\n"
                " \"stored_bytes\": %llu, \"ratio\": %.4f, \"live_ratio\": %.4f,\n"
-               " \"chunks\": %llu, \"delta_chunks\": %llu, \"packs\": %llu,"
-               " \"pack_bytes\": %llu",
+               " \"chunks\": %llu, \"delta_chunks\": %llu, \"reverse_waiting\": %llu,"
+               " \"packs\": %llu, \"pack_bytes\": %llu",
                U(s.files), U(s.dirs), U(s.symlinks), U(s.others), U(s.logical_bytes),
                U(s.versions), U(s.version_bytes), U(s.stored_bytes), r,
                ratio(s.logical_bytes, s.stored_bytes), U(s.chunks), U(s.delta_chunks),
-               U(packs), U(pbytes));
+               U(s.reverse_waiting), U(packs), U(pbytes));
     } else {
         printf("store:          %s\n", st->path);
         printf("files:          %llu (%llu directories, %llu symlinks, %llu other)\n",
@@ -201,8 +202,8 @@ static int cmd_stats(struct store *st, const struct opts *o)
                U(s.version_bytes));
         printf("bytes stored:   %llu\n", U(s.stored_bytes));
         printf("ratio:          %.3fx (all versions kept over bytes stored)\n", r);
-        printf("blocks:         %llu (%llu stored as deltas)\n", U(s.chunks),
-               U(s.delta_chunks));
+        printf("blocks:         %llu (%llu stored as deltas, %llu waiting to become "
+               "reverse deltas)\n", U(s.chunks), U(s.delta_chunks), U(s.reverse_waiting));
         printf("packs:          %llu files, %llu bytes on disk\n", U(packs), U(pbytes));
     }
     int rc = 0;
@@ -554,6 +555,10 @@ static int cmd_import(struct store *st, const struct opts *o, const char *dir,
 {
     struct import_stats s;
     CK_TRY(import_tree(st, dir, dest, import_progress, NULL, &s));
+    /* What a mount would do in the background: older versions become
+    ** deltas against the newer ones imported after them. */
+    struct reverse_stats rs = {0};
+    CK_TRY(reverse_pending(st, NULL, 0, &rs));
     if (o->json)
         printf("{\"files\": %llu, \"dirs\": %llu, \"symlinks\": %llu, \"bytes\": %llu}\n",
                U(s.files), U(s.dirs), U(s.symlinks), U(s.bytes));

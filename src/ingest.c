@@ -217,6 +217,9 @@ static void hint_for(struct store *st, struct node *n, const uint8_t *raw, uint6
         find_base(st, n);
         t = cutter_hint(n->cut, off, len, h);
     }
+    /* The newest version decodes alone: the block of the version before
+    ** becomes a delta against this one later, in the background. */
+    h->pred_only = h->has_base;
     if (t && h->width == 4 && h->is_float) {
         if (!n->xb) settle_siblings(st, n);
         if (!n->xb) n->xb = xbase_new();

@@ -461,6 +461,18 @@ static unsigned width_at(const struct rc *rc, uint64_t off)
     return 0;
 }
 
+/* 1 if chunk id is on the chain of bases from c up (c included): a delta
+** against c would then be its own ancestor. */
+static int on_chain(struct store *st, const struct fsm_chunk *c, uint64_t id)
+{
+    struct fsm_chunk b = *c;
+    for (int i = 0; i < 64; i++) {
+        if (b.id == id) return 1;
+        if (!b.base || fsmeta_chunk_get(st->meta, b.base, &b) < 0) return 0;
+    }
+    return 1; /* deeper than any chain may be: do not extend it */
+}
+
 /* The exact blocks a re-encoding replaced are bases of the next version's
 ** deltas, which would keep them alive: re-encode each such delta (same
 ** bytes, lossless) against the block that replaced its base. Its own
@@ -486,6 +498,8 @@ static int rebase_deltas(struct rc *rc)
                                    .base = rc->out[i].c};
             if (deps[k].codec == CODEC_WIDE) {
                 h = (struct store_hint){.width = 4, .is_float = 1};
+            } else if (on_chain(rc->st, &rc->out[i].c, deps[k].id)) {
+                h.has_base = 0; /* a reverse delta the new block builds on */
             } else {
                 if ((r = fsmeta_chunk_height(rc->st->meta, deps[k].id, &height)) < 0) break;
                 if (h.base.depth + 1 + height > STORE_MAX_DEPTH) h.has_base = 0;

@@ -357,10 +357,39 @@ static int append_block(struct store *st, uint8_t codec, uint8_t *frame, const v
     return rc;
 }
 
+/* A new version's block against its predecessor p (pred_only): identical
+** bytes share p's chunk (1 returned, *c is p); else the pair is recorded
+** in *c for the background to make p a delta against this block. */
+static int pred_block(const void *raw, size_t len, const struct store_hint *h,
+                      struct fsm_chunk *c, void *own)
+{
+    const struct fsm_chunk *p = &h->base;
+    if (p->raw_len == len && p->id && XXH3_64bits(raw, len) == p->hash) {
+        *c = *p;
+        c->pred = (struct fsm_pred){0};
+        bbuf_free(own);
+        return 1;
+    }
+    c->pred = (struct fsm_pred){.older = p->raw_len == len ? p->id : 0,
+                                .width = (uint8_t)h->width,
+                                .flags = (uint8_t)((h->is_float ? FSM_PRED_FLOAT : 0) |
+                                                   (h->plain ? FSM_PRED_PLAIN : 0))};
+    return 0;
+}
+
 /* store_put_block, giving up own (see append_block). */
 static int put_block(struct store *st, const void *raw, size_t len,
                      const struct store_hint *h, struct fsm_chunk *c, void *own)
 {
+    if (h && h->has_base && h->pred_only) {
+        if (pred_block(raw, len, h, c, own)) return 0;
+        struct fsm_pred pred = c->pred;
+        struct store_hint alone = *h;
+        alone.has_base = 0;
+        int rc = put_block(st, raw, len, &alone, c, own);
+        c->pred = pred;
+        return rc;
+    }
     uint8_t *frame = scratch(codec_bound(len));
     if (!frame) {
         bbuf_free(own);

@@ -112,6 +112,9 @@ struct store_hint {
                               block is coded as plain bytes unless a delta
                               against base is smaller */
     int has_base;          /* base below is set */
+    int pred_only;         /* base is the block's predecessor: code the block
+                              standalone (or share base if identical) and
+                              record the pair for a reverse delta (reverse.h) */
     struct fsm_chunk base;
     int has_narrow;        /* narrow and narrow_off below are set */
     struct fsm_chunk narrow;

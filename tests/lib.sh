@@ -248,6 +248,18 @@ stats_field()
         python3 -c 'import json, sys; print(json.load(sys.stdin)[sys.argv[1]])' "$1"
 }
 
+# wait_reverse [SECONDS]: wait until the mount has made every block that
+# waits for it a reverse delta (ckptctl stats: reverse_waiting 0).
+wait_reverse()
+{
+    local limit=${1:-120} i=0
+    while [ "$(stats_field reverse_waiting)" != 0 ]; do
+        i=$((i + 1))
+        [ "$i" -le $((limit * 4)) ] || fail "reverse deltas still waiting after ${limit}s"
+        sleep 0.25
+    done
+}
+
 # file_stored PATH: stored bytes of the file at PATH (as in the mount) from
 # `ckptctl stats --json --files $STORE`; fails if the file is not listed.
 file_stored()

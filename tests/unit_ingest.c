@@ -14,6 +14,7 @@
 #include "../src/fmt.h"
 #include "../src/ingest.h"
 #include "../src/node.h"
+#include "../src/reverse.h"
 #include "../src/store.h"
 #include "unit_util.h"
 
@@ -731,10 +732,31 @@ static uint64_t stored_of(struct fx *f, uint64_t ino)
     return a.stored;
 }
 
-/* A checkpoint's tensors are found as it streams in and stored as deltas
-** against its previous version: the same file in the previous checkpoint-N
-** directory (its family), or the file's own content when rewritten in
-** place. Everything reads back exact, also from a reopened store. */
+/* The current version's chunks: none of them a delta (it decodes alone). */
+static void expect_standalone(struct fx *f, uint64_t ino)
+{
+    struct fsm_version v;
+    struct fsm_extent *e;
+    size_t n;
+    ck_assert_int_eq(fsmeta_version_at(f->st->meta, ino, FSM_SEQ_NOW, &v), 0);
+    ck_assert_int_eq(fsmeta_version_extents(f->st->meta, v.id, &e, &n), 0);
+    for (size_t i = 0; i < n; i++) ck_assert_uint_eq(e[i].c.base, 0);
+    free(e);
+}
+
+static uint64_t reverse_all(struct fx *f)
+{
+    struct reverse_stats s = {0};
+    ck_assert_int_eq(reverse_pending(f->st, NULL, 0, &s), 0);
+    return s.reversed;
+}
+
+/* A checkpoint's tensors are found as it streams in, and it is stored
+** standalone; its previous version (the same file in the previous
+** checkpoint-N directory, its family, or the file's own content when
+** rewritten in place) becomes a delta against it once the reverse deltas
+** run (reverse.h). A version equal to the last shares its blocks.
+** Everything reads back exact, also from a reopened store. */
 START_TEST(test_checkpoint_deltas)
 {
     struct fx f;
@@ -762,9 +784,13 @@ START_TEST(test_checkpoint_deltas)
     n = pin(&f, i2);
     stream_file(&f, n, v2, len);
     node_unpin(f.nt, n);
+    ck_assert_uint_eq(delta_chunks(&f), 0); /* saved standalone */
+    ck_assert_uint_ge(stored_of(&f, i2), len - data);
+    ck_assert_uint_ge(reverse_all(&f), 5); /* w in 4 blocks, b in 1: ck-100 on ck-200 */
     uint64_t after2 = delta_chunks(&f);
-    ck_assert_uint_ge(after2, 5); /* w in 4 blocks, b in 1: all deltas on ck-100 */
-    ck_assert_uint_lt(stored_of(&f, i2), stored_of(&f, i1) / 4);
+    ck_assert_uint_ge(after2, 5);
+    ck_assert_uint_lt(stored_of(&f, i1), stored_of(&f, i2) / 4);
+    expect_standalone(&f, i2);
     struct fsm_tensor *tv;
     size_t nt;
     ck_assert_int_eq(fsmeta_tensors(f.st->meta, i2, &tv, &nt), 0);
@@ -777,14 +803,26 @@ START_TEST(test_checkpoint_deltas)
     ck_assert_uint_eq(tv[1].width, 4);
     free(tv);
 
-    /* Rewritten in place (O_TRUNC): deltas against its own old content. */
+    /* Rewritten in place (O_TRUNC): its old content becomes the delta. */
     n = pin(&f, i2);
     ck_assert_int_eq(ingest_truncate(f.st, n, 0), 0);
     stream_file(&f, n, v3, len);
     check_content(&f, n, v3, len);
     node_unpin(f.nt, n);
-    ck_assert_uint_ge(delta_chunks(&f), after2 + 5);
-    ck_assert_uint_lt(stored_of(&f, i2), stored_of(&f, i1) / 4);
+    /* w's 1000-byte tail is the same in v3 (no byte of it changed): shared */
+    ck_assert_uint_ge(reverse_all(&f), 4);
+    ck_assert_uint_ge(delta_chunks(&f), after2 + 4);
+    expect_standalone(&f, i2);
+
+    /* The same bytes again: the blocks are shared, not stored twice. */
+    struct fsm_stats before, after;
+    ck_assert_int_eq(fsmeta_stats(f.st->meta, &before), 0);
+    n = pin(&f, i2);
+    ck_assert_int_eq(ingest_truncate(f.st, n, 0), 0);
+    stream_file(&f, n, v3, len);
+    node_unpin(f.nt, n);
+    ck_assert_int_eq(fsmeta_stats(f.st->meta, &after), 0);
+    ck_assert_uint_le(after.stored_bytes, before.stored_bytes + 4096); /* the header at most */
 
     fx_reopen(&f); /* cold cache: deltas rebuild their bases from the packs */
     n = pin(&f, i1);

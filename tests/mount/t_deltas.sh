@@ -5,11 +5,12 @@
 # ways trainers do: a new checkpoint-N/ directory each time, the same path
 # overwritten each time, and out of order (random writes, so the body is
 # staged and parsed at close). Every file must read back byte-exact, before
-# and after a remount; ckptctl stats must show blocks stored as deltas, and
-# each later checkpoint's model and optimizer (found through the family of
-# checkpoint-N/ directories) must store in fewer bytes than the first's, and
-# the optimizer's fp32 master weights must be coded against the model's bf16
-# weights. A copy of a model in another directory deltas against the others.
+# and after a remount; ckptctl stats must show blocks stored as deltas once
+# the mount has made its reverse deltas: each earlier checkpoint's model and
+# optimizer (paired through the family of checkpoint-N/ directories) must
+# store in fewer bytes than the last's, which stays standalone; the
+# optimizer's fp32 master weights must be coded against the model's bf16
+# weights. A copy of a model in another directory shares its twin's blocks.
 set -euo pipefail
 # shellcheck source=tests/lib.sh
 . "$TESTLIB"
@@ -53,6 +54,7 @@ verify_all()
     same_file "$MNT/shuffled-optimizer.pt" "$REF/run/$last/optimizer.pt"
 }
 verify_all
+wait_reverse
 remount_fs
 drop_caches
 verify_all
@@ -62,27 +64,34 @@ chunks=$(stats_field chunks)
 log "blocks: $chunks, stored as deltas: $deltas"
 [ "$deltas" -gt 0 ] || fail "no block was stored as a delta"
 
-# Each later checkpoint-N/ file has the previous checkpoint's as its base: it
-# stores in fewer bytes than the first checkpoint's (a keyframe).
+# Each earlier checkpoint-N/ file is a delta against the next checkpoint's:
+# it stores in fewer bytes than the last checkpoint's, a keyframe (the
+# newest decodes alone).
 first=$(echo "$ckpts" | head -1)
 for f in model.safetensors optimizer.pt; do
-    keyframe=$(file_stored "/$first/$f")
-    for c in $(echo "$ckpts" | tail -n +2); do
+    keyframe=$(file_stored "/$last/$f")
+    for c in $(echo "$ckpts" | head -n -1); do
         s=$(file_stored "/$c/$f")
-        log "$c/$f: $s bytes stored, first checkpoint $keyframe"
+        log "$c/$f: $s bytes stored, last checkpoint $keyframe"
         [ "$s" -lt "$keyframe" ] || fail "$c/$f is no delta: $s >= $keyframe bytes"
     done
 done
+newest=$("$CKPTCTL" log "$STORE" "/$last/model.safetensors" | tail -1)
+[[ "$newest" == *" tensor "* && "$newest" != *"delta"* ]] ||
+    fail "the newest model file is not standalone: $newest"
 
 # A copy of a model outside any checkpoint-N/ family (a pretrained model a
-# fine-tuning run starts from) finds a base by its tensors: the latest file
-# holding them, latest/model.safetensors, of the same content.
+# fine-tuning run starts from) finds its twin by its tensors (the latest
+# file holding them, latest/model.safetensors) and shares its blocks: the
+# blocks in use grow by no more than the header.
 mkdir "$MNT/elsewhere"
+stored0=$(stats_field stored_bytes)
 cp "$REF/run/$last/model.safetensors" "$MNT/elsewhere/"
 same_file "$MNT/elsewhere/model.safetensors" "$REF/run/$last/model.safetensors"
-keyframe=$(file_stored "/$first/model.safetensors") s=$(file_stored /elsewhere/model.safetensors)
-log "elsewhere/model.safetensors: $s bytes stored, a keyframe $keyframe"
-[ "$s" -lt $((keyframe / 4)) ] || fail "a copy of the model found no base: $s >= $keyframe / 4"
+grew=$(( $(stats_field stored_bytes) - stored0 ))
+keyframe=$(file_stored "/$last/model.safetensors")
+log "elsewhere/model.safetensors: blocks in use grew by $grew bytes (the file stores $keyframe)"
+[ "$grew" -lt $((keyframe / 4)) ] || fail "a copy of the model shared nothing: $grew >= $keyframe / 4"
 
 # The fp32 master weights in each optimizer.pt are coded against the bf16
 # weights of the model.safetensors beside it (CODEC_WIDE, "wide" in log).
@@ -127,11 +136,13 @@ umount_fs
 STORE=$main_store
 
 # Plain blocks (the safetensors header, runs of small tensors between two
-# big ones) delta against the same bytes of the previous checkpoint: the
-# last model file's header block has a base. They still read back once the
-# earlier checkpoints are deleted, pruned and collected.
+# big ones) become deltas against the same bytes of the next checkpoint:
+# the first model file's header block has a base, or is the next one's
+# (the same bytes share one block). The first checkpoint
+# still reads back once the later ones are deleted, pruned and collected
+# (its blocks re-encoded standalone, as their bases are gone).
 log "plain blocks as deltas, read back after their bases' files are gone"
-plain=$(python3 - "$STORE/meta.db" "/$last/model.safetensors" <<'PY'
+plain=$(python3 - "$STORE/meta.db" "/$first/model.safetensors" <<'PY'
 import sqlite3, sys
 db = sqlite3.connect(sys.argv[1])
 ino = 1
@@ -143,21 +154,25 @@ tens = db.execute("SELECT off, len FROM tensor WHERE ver=?", (ver,)).fetchall()
 rows = db.execute("SELECT e.off, c.base FROM extent e JOIN chunk c ON c.id=e.chunk "
                   "WHERE e.ver=?", (ver,)).fetchall()
 plain = [(o, b) for o, b in rows if not any(t <= o < t + n for t, n in tens)]
-print(len(plain), sum(1 for o, b in plain if b), dict(plain)[0] != 0)
+head = db.execute("SELECT chunk FROM extent WHERE ver=? AND off=0", (ver,)).fetchone()[0]
+shared = db.execute("SELECT count(*) FROM extent WHERE chunk=?", (head,)).fetchone()[0] > 1
+print(len(plain), sum(1 for o, b in plain if b), dict(plain)[0] != 0 or shared)
 PY
 )
-log "plain blocks of $last/model.safetensors: $plain (count, deltas, header a delta)"
-[ "${plain##* }" = True ] || fail "the header block of $last/model.safetensors is no delta"
-mount_fs
-for c in $(echo "$ckpts" | head -n -1); do rm -r "${MNT:?}/$c"; done
+log "plain blocks of $first/model.safetensors: $plain (count, deltas, header a delta or shared)"
+[ "${plain##* }" = True ] || fail "the header block of $first/model.safetensors is no delta and shared with no later version"
+mount_fs gc_interval=0
+for c in $(echo "$ckpts" | tail -n +2); do rm -r "${MNT:?}/$c"; done
 rm -r "$MNT/latest" "$MNT/elsewhere" "$MNT/shuffled-optimizer.pt"
 umount_fs
-"$CKPTCTL" prune --keep-last 1 "$STORE" >/dev/null || fail "prune failed"
+sleep 1.1
+"$CKPTCTL" prune --keep-within 1s "$STORE" >/dev/null || fail "prune failed"
 out=$("$CKPTCTL" gc --json --grace 0s "$STORE") || fail "gc failed: $out"
 log "gc: $out"
-store_clean "after deleting, pruning and collecting the earlier checkpoints"
+[ "$(json_field "$out" rebased)" -gt 0 ] || fail "gc re-encoded none of $first's deltas: $out"
+store_clean "after deleting, pruning and collecting the later checkpoints"
 mount_fs
 drop_caches
-for f in "$REF/run/$last"/*; do same_file "$MNT/$last/$(basename "$f")" "$f"; done
+for f in "$REF/run/$first"/*; do same_file "$MNT/$first/$(basename "$f")" "$f"; done
 umount_fs
 

@@ -167,8 +167,10 @@ rm -rf "$MNT/checkpoint-1" "$MNT/checkpoint-2"
 for i in 1 2 3; do expect_versions "/checkpoint-$i/model.safetensors" "${CSEQ[$((i - 1))]}"; done
 expect_versions /f "${FSEQ[@]}"
 same_file "$MNT/f" "$REF/f.6"
-# checkpoint-2 is a delta against checkpoint-1, checkpoint-3 against -2:
-# pruning an older checkpoint must keep the blocks the newer ones build on.
+# checkpoint-1 becomes a delta against checkpoint-2, -2 against -3 (reverse
+# deltas, made in the background even with gc off): pruning must keep the
+# blocks the kept ones build on.
+wait_reverse
 [ "$(stats_field delta_chunks)" -gt 0 ] || fail "no block of checkpoint-N/model.safetensors was stored as a delta"
 versions0=$(stats_field versions)
 [ "$versions0" -eq 9 ] || fail "ckptctl stats reports $versions0 versions, want 9"
@@ -459,7 +461,7 @@ diff -r --no-dereference "$src" "$MNT/imported" || fail "the imported tree diffe
 expect_status 4 "import into a mounted store" "$CKPTCTL" import "$STORE" "$src" /again
 umount_fs
 
-log "import goes in version order: checkpoint-9, -10, -100, each the next one's base"
+log "import goes in version order: checkpoint-9, -10, -100, each a delta against the next"
 src=$T/import-run
 step=0
 for s in 9 10 100; do
@@ -468,10 +470,10 @@ for s in 9 10 100; do
     touch -d "2020-01-02 03:04:0$step" "$src/checkpoint-$s/model.safetensors"
 done
 "$CKPTCTL" import "$STORE" "$src" /run2 >/dev/null || fail "ckptctl import of a run failed"
-bases=$(for s in 10 100; do
+bases=$(for s in 9 10; do
     "$CKPTCTL" log --json "$STORE" "/run2/checkpoint-$s/model.safetensors" |
         python3 -c 'import json,sys; print(json.load(sys.stdin)["versions"][0]["base_seq"])'
 done | tr '\n' ' ')
-seqs=$(for s in 9 10; do seqs_of "/run2/checkpoint-$s/model.safetensors"; done | tr '\n' ' ')
+seqs=$(for s in 10 100; do seqs_of "/run2/checkpoint-$s/model.safetensors"; done | tr '\n' ' ')
 set -- $seqs
-[ "$bases" = "$1 $2 " ] || fail "checkpoint-10's and -100's bases are '$bases', want '$1 $2 '"
+[ "$bases" = "$1 $2 " ] || fail "checkpoint-9's and -10's bases are '$bases', want '$1 $2 '"

@@ -1,0 +1,98 @@
+/*
+** fsmeta_reverse.c: the queue of reverse deltas (see fsmeta.h, reverse.h).
+**
+** A commit that adds a block with a predecessor (the same block of the
+** version before) queues the pair; the background re-encodes the older
+** block as a delta against the newer one and drops the pair, or drops it
+** unchanged when the older block must stay a keyframe. Pairs whose blocks
+** died (pruned, or replaced by a lossy re-encoding), or belong to versions
+** under a lossy policy, are dropped.
+*/
+#include "fsmeta_int.h"
+
+/* A block of a version under a lossy policy: the recoder (recode.h) makes
+** those versions' chains, forward, and a reverse delta beside them could
+** close a loop. */
+#define LOSSY(id) "EXISTS (SELECT 1 FROM extent e JOIN version v ON v.id=e.ver " \
+                  "WHERE e.chunk=" id " AND v.policy IS NOT NULL)"
+
+#define CHUNK_COLS(t) t ".id," t ".pack," t ".off," t ".raw_len," t ".stored_len," \
+                      t ".codec," t ".hash," t ".base," t ".depth," t ".chain"
+
+const char *const fsm_reverse_sql[S_COUNT] = {
+    [S_RVINS] = "INSERT OR IGNORE INTO reverse_todo(newer,older,width,flags) VALUES(?1,?2,?3,?4)",
+    [S_RVNEXT] = "SELECT " CHUNK_COLS("n") "," CHUNK_COLS("o") ",r.width,r.flags "
+                 "FROM reverse_todo r JOIN chunk n ON n.id=r.newer JOIN chunk o ON o.id=r.older "
+                 "WHERE n.refs>0 AND o.refs>0 AND NOT " LOSSY("o.id") " AND NOT " LOSSY("n.id")
+                 " ORDER BY r.newer LIMIT ?1",
+    [S_RVDONE] = "DELETE FROM reverse_todo WHERE newer=?1",
+    [S_RVPURGE] = "DELETE FROM reverse_todo WHERE "
+                  "NOT EXISTS (SELECT 1 FROM chunk WHERE id=newer AND refs>0) OR "
+                  "NOT EXISTS (SELECT 1 FROM chunk WHERE id=older AND refs>0) OR "
+                  LOSSY("older") " OR " LOSSY("newer"),
+    [S_RVCOUNT] = "SELECT count(*) FROM reverse_todo",
+};
+
+int fsm_reverse_add(fsmeta *m, const struct fsm_chunk *c)
+{
+    if (!c->pred.older || c->pred.older == c->id) return 0;
+    sqlite3_stmt *s = stmt(m, S_RVINS);
+    bind_i64(s, 1, (int64_t)c->id);
+    bind_i64(s, 2, (int64_t)c->pred.older);
+    bind_i64(s, 3, c->pred.width);
+    bind_i64(s, 4, c->pred.flags);
+    return run(m, s);
+}
+
+int fsmeta_reverse_next(fsmeta *m, size_t max, struct fsm_rpair **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    size_t cap = 0;
+    lock(m);
+    sqlite3_stmt *s = stmt(m, S_RVNEXT);
+    bind_i64(s, 1, (int64_t)max);
+    int rc;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        if (ck_grow((void **)out, &cap, *n, sizeof **out) < 0) {
+            rc = SQLITE_NOMEM;
+            break;
+        }
+        struct fsm_rpair *p = &(*out)[(*n)++];
+        memset(p, 0, sizeof *p);
+        read_chunk(s, 0, &p->newer);
+        read_chunk(s, 10, &p->older);
+        p->width = (uint8_t)sqlite3_column_int64(s, 20);
+        p->flags = (uint8_t)sqlite3_column_int64(s, 21);
+    }
+    rc = rc == SQLITE_DONE ? 0 : rc == SQLITE_NOMEM ? -ENOMEM : sql_err(m, rc);
+    done(s);
+    unlock(m);
+    if (rc < 0) {
+        free(*out);
+        *out = NULL;
+        *n = 0;
+    }
+    return rc;
+}
+
+int fsmeta_reverse_done(fsmeta *m, const uint64_t *newer, size_t n)
+{
+    CK_TRY(fsmeta_begin(m, 0));
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < n; i++) rc = run_id(m, S_RVDONE, newer[i]);
+    if (rc == 0) rc = run(m, stmt(m, S_RVPURGE));
+    return fsmeta_end(m, rc);
+}
+
+int fsmeta_reverse_count(fsmeta *m, uint64_t *n)
+{
+    lock(m);
+    sqlite3_stmt *s = stmt(m, S_RVCOUNT);
+    int rc = sqlite3_step(s);
+    *n = rc == SQLITE_ROW ? (uint64_t)sqlite3_column_int64(s, 0) : 0;
+    rc = rc == SQLITE_ROW ? 0 : sql_err(m, rc);
+    done(s);
+    unlock(m);
+    return rc;
+}
