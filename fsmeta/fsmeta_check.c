@@ -61,14 +61,7 @@ int fsmeta_gc_chunks(fsmeta *m, int64_t dead_before, uint64_t *n)
 
 int fsmeta_data_version(fsmeta *m, uint64_t *v)
 {
-    lock(m);
-    sqlite3_stmt *s = stmt(m, S_DATAVER);
-    int rc = sqlite3_step(s);
-    *v = rc == SQLITE_ROW ? (uint64_t)sqlite3_column_int64(s, 0) : 0;
-    rc = rc == SQLITE_ROW ? 0 : sql_err(m, rc);
-    done(s);
-    unlock(m);
-    return rc;
+    return fsm_scalar(m, S_DATAVER, 0, 0, (int64_t *)v);
 }
 
 int fsmeta_chunk_move(fsmeta *m, uint64_t id, uint32_t pack, uint64_t off)
@@ -255,34 +248,21 @@ int fsmeta_check(fsmeta *m, int repair, fsmeta_problem_cb cb, void *ctx)
     return rc < 0 ? rc : r.problems;
 }
 
+static void orphan_row(sqlite3_stmt *s, void *dst)
+{
+    struct fsm_orphan *o = dst;
+    read_chunk(s, 0, &o->c);
+    const char *wd = (const char *)sqlite3_column_text(s, 10);
+    unsigned w = 0, dt = 0;
+    if (wd && sscanf(wd, "%u %u", &w, &dt) == 2) o->width = w, o->dtype = (uint8_t)dt;
+}
+
 int fsmeta_orphan_deltas(fsmeta *m, size_t max, struct fsm_orphan **out, size_t *n)
 {
-    *out = NULL;
-    *n = 0;
-    size_t cap = 0;
     lock(m);
     sqlite3_stmt *s = stmt(m, S_ORPHANDELTAS);
     bind_i64(s, 1, (int64_t)max);
-    int rc;
-    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-        if (ck_grow((void **)out, &cap, *n, sizeof **out) < 0) {
-            rc = SQLITE_NOMEM;
-            break;
-        }
-        struct fsm_orphan *o = &(*out)[(*n)++];
-        memset(o, 0, sizeof *o);
-        read_chunk(s, 0, &o->c);
-        const char *wd = (const char *)sqlite3_column_text(s, 10);
-        unsigned w = 0, dt = 0;
-        if (wd && sscanf(wd, "%u %u", &w, &dt) == 2) o->width = w, o->dtype = (uint8_t)dt;
-    }
-    rc = rc == SQLITE_DONE ? 0 : rc == SQLITE_NOMEM ? -ENOMEM : sql_err(m, rc);
-    done(s);
+    int rc = fsm_collect(m, s, sizeof **out, orphan_row, (void **)out, n);
     unlock(m);
-    if (rc < 0) {
-        free(*out);
-        *out = NULL;
-        *n = 0;
-    }
     return rc;
 }

@@ -221,29 +221,19 @@ int fsmeta_hist_target(fsmeta *m, uint64_t id, void *buf, size_t cap, size_t *le
 }
 
 /* A one-value query binding ?1 = arg (when has_arg). */
-static int scalar(fsmeta *m, int which, int has_arg, int64_t arg, int64_t *out)
-{
-    lock(m);
-    sqlite3_stmt *s = stmt(m, which);
-    if (has_arg) bind_i64(s, 1, arg);
-    int rc = step_id(m, s, (uint64_t *)out);
-    unlock(m);
-    return rc;
-}
-
 int fsmeta_seq_last(fsmeta *m, uint64_t *seq)
 {
-    return scalar(m, S_SEQLAST, 0, 0, (int64_t *)seq);
+    return fsm_scalar(m, S_SEQLAST, 0, 0, (int64_t *)seq);
 }
 
 int fsmeta_seq_at(fsmeta *m, int64_t t, uint64_t *seq)
 {
-    return scalar(m, S_SEQATTIME, 1, t, (int64_t *)seq);
+    return fsm_scalar(m, S_SEQATTIME, 1, t, (int64_t *)seq);
 }
 
 int fsmeta_seq_time(fsmeta *m, uint64_t seq, int64_t *t)
 {
-    return scalar(m, S_SEQTIME, 1, (int64_t)seq, t);
+    return fsm_scalar(m, S_SEQTIME, 1, (int64_t)seq, t);
 }
 
 int fsmeta_changes(fsmeta *m, uint64_t after, fsmeta_change_cb cb, void *ctx)

@@ -124,6 +124,45 @@ static inline int step_id(fsmeta *m, sqlite3_stmt *s, uint64_t *out)
     return rc;
 }
 
+/* One number from statement which (with arg bound to ?1 if has_arg). */
+static inline int fsm_scalar(fsmeta *m, int which, int has_arg, int64_t arg, int64_t *out)
+{
+    lock(m);
+    sqlite3_stmt *s = stmt(m, which);
+    if (has_arg) bind_i64(s, 1, arg);
+    int rc = step_id(m, s, (uint64_t *)out);
+    unlock(m);
+    return rc;
+}
+
+/* The rows of statement s (bound by the caller, m locked) into a malloc'd
+** array of elem-byte rows, each filled by row(s, ptr). */
+static inline int fsm_collect(fsmeta *m, sqlite3_stmt *s, size_t elem,
+                              void (*row)(sqlite3_stmt *s, void *dst), void **out, size_t *n)
+{
+    size_t cap = 0;
+    int rc;
+    *out = NULL;
+    *n = 0;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        if (ck_grow(out, &cap, *n, elem) < 0) {
+            rc = SQLITE_NOMEM;
+            break;
+        }
+        void *dst = (char *)*out + (*n)++ * elem;
+        memset(dst, 0, elem);
+        row(s, dst);
+    }
+    rc = rc == SQLITE_DONE ? 0 : rc == SQLITE_NOMEM ? -ENOMEM : sql_err(m, rc);
+    done(s);
+    if (rc < 0) {
+        free(*out);
+        *out = NULL;
+        *n = 0;
+    }
+    return rc;
+}
+
 static inline void read_chunk(sqlite3_stmt *s, int col, struct fsm_chunk *c)
 {
     c->id = (uint64_t)sqlite3_column_int64(s, col);

@@ -44,35 +44,22 @@ int fsm_reverse_add(fsmeta *m, const struct fsm_chunk *c)
     return run(m, s);
 }
 
+static void pair_row(sqlite3_stmt *s, void *dst)
+{
+    struct fsm_rpair *p = dst;
+    read_chunk(s, 0, &p->newer);
+    read_chunk(s, 10, &p->older);
+    p->width = (uint8_t)sqlite3_column_int64(s, 20);
+    p->flags = (uint8_t)sqlite3_column_int64(s, 21);
+}
+
 int fsmeta_reverse_next(fsmeta *m, size_t max, struct fsm_rpair **out, size_t *n)
 {
-    *out = NULL;
-    *n = 0;
-    size_t cap = 0;
     lock(m);
     sqlite3_stmt *s = stmt(m, S_RVNEXT);
     bind_i64(s, 1, (int64_t)max);
-    int rc;
-    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-        if (ck_grow((void **)out, &cap, *n, sizeof **out) < 0) {
-            rc = SQLITE_NOMEM;
-            break;
-        }
-        struct fsm_rpair *p = &(*out)[(*n)++];
-        memset(p, 0, sizeof *p);
-        read_chunk(s, 0, &p->newer);
-        read_chunk(s, 10, &p->older);
-        p->width = (uint8_t)sqlite3_column_int64(s, 20);
-        p->flags = (uint8_t)sqlite3_column_int64(s, 21);
-    }
-    rc = rc == SQLITE_DONE ? 0 : rc == SQLITE_NOMEM ? -ENOMEM : sql_err(m, rc);
-    done(s);
+    int rc = fsm_collect(m, s, sizeof **out, pair_row, (void **)out, n);
     unlock(m);
-    if (rc < 0) {
-        free(*out);
-        *out = NULL;
-        *n = 0;
-    }
     return rc;
 }
 
@@ -87,12 +74,5 @@ int fsmeta_reverse_done(fsmeta *m, const uint64_t *newer, size_t n)
 
 int fsmeta_reverse_count(fsmeta *m, uint64_t *n)
 {
-    lock(m);
-    sqlite3_stmt *s = stmt(m, S_RVCOUNT);
-    int rc = sqlite3_step(s);
-    *n = rc == SQLITE_ROW ? (uint64_t)sqlite3_column_int64(s, 0) : 0;
-    rc = rc == SQLITE_ROW ? 0 : sql_err(m, rc);
-    done(s);
-    unlock(m);
-    return rc;
+    return fsm_scalar(m, S_RVCOUNT, 0, 0, (int64_t *)n);
 }
