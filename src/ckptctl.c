@@ -70,7 +70,7 @@ static const char usage_text[] =
     "  gc     [--json] [--grace DURATION] [--threshold PERCENT] STORE\n"
     "         reclaim space: unreferenced blocks, deltas whose bases only pruned\n"
     "         versions used re-encoded standalone, packs less than PERCENT live\n"
-    "         (default 50) rewritten; spares garbage younger than the grace\n"
+    "         (default 75) rewritten; spares garbage younger than the grace\n"
     "         period (default 0). Beside a mount, its daemon does it and this\n"
     "         waits\n"
     "  import [--json] STORE DIR [DEST]\n"
@@ -723,7 +723,7 @@ static int run(const struct command *c, struct store *st, struct opts *o, char *
 
 int main(int argc, char **argv)
 {
-    struct opts o = {.grace_ns = 0, .threshold = 0.5};
+    struct opts o = {.grace_ns = 0, .threshold = GC_THRESHOLD};
     ck_raise_nofile();
     int rc = parse_opts(argc, argv, &o, "+hV");
     if (rc != EX_OK) return rc;

@@ -386,7 +386,7 @@ int main(int argc, char **argv)
                                     .keep_every = (unsigned)NUM(N_KEEP_EVERY)},
                            .prune_interval = GIVEN(N_PRUNE) ? (unsigned)NUM(N_PRUNE) : 60,
                            .gc_interval = GIVEN(N_GC) ? (unsigned)NUM(N_GC) : 10,
-                           .gc_grace_ns = BG_GC_GRACE_NS, .gc_threshold = 0.5};
+                           .gc_grace_ns = BG_GC_GRACE_NS, .gc_threshold = GC_THRESHOLD};
     if (!cli.keep_all && !GIVEN(N_KEEP_LAST) && !GIVEN(N_KEEP_EVERY) && !cli.keep_within) {
         keep.keep.keep_last = DEFAULT_KEEP_LAST;
         keep.keep.keep_within_ns = DEFAULT_KEEP_WITHIN_NS;

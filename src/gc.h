@@ -34,6 +34,12 @@
 
 #include "store.h"
 
+/* Packs less than this share live are rewritten by default. Reverse deltas
+** (reverse.h) leave each superseded version's standalone records dead in
+** the packs that hold the newest: at 3/4 a settled store's disk use follows
+** its stored bytes, for at most 3 bytes copied per byte freed. */
+#define GC_THRESHOLD 0.75
+
 struct gc_opts {
     int64_t grace_ns;         /* leave garbage that died more recently than this */
     double threshold;         /* compact packs whose live share is below this */

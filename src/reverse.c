@@ -24,8 +24,14 @@ static int chain_fits(struct store *st, const struct fsm_rpair *p)
                               (uint64_t)STORE_CHAIN_FLOOR);
 }
 
+/* A reverse delta rewrites a block that is stored already, and the record
+** it replaces is garbage until gc rewrites its pack: it must save at least
+** this share of the block's stored bytes, or the block stays a keyframe. */
+#define REVERSE_MIN_SAVING 8 /* 1/8 */
+
 /* older's bytes as a delta against newer into *nc (appended, not durable);
-** 1 if that is smaller than what older has, 0 if not (nothing to swap). */
+** 1 if that saves enough of what older has (REVERSE_MIN_SAVING), 0 if not
+** (nothing to swap). */
 static int encode_pair(struct store *st, const struct fsm_rpair *p, uint8_t *raw,
                        struct fsm_chunk *nc)
 {
@@ -35,7 +41,8 @@ static int encode_pair(struct store *st, const struct fsm_rpair *p, uint8_t *raw
                            .plain = (p->flags & FSM_PRED_PLAIN) != 0,
                            .has_base = 1, .base = p->newer};
     CK_TRY(store_put_block(st, raw, p->older.raw_len, &h, nc));
-    return nc->base == p->newer.id && nc->stored_len < p->older.stored_len;
+    return nc->base == p->newer.id &&
+           nc->stored_len <= p->older.stored_len - p->older.stored_len / REVERSE_MIN_SAVING;
 }
 
 /* One batch of pairs: swap in the reverse deltas that pay, drop them all. */
