@@ -246,7 +246,7 @@ packs1=$(stats_field pack_bytes)
 stored1=$(stats_field stored_bytes)
 log "pack bytes: $packs0 -> $packs1 (blocks in use: $stored1 bytes)"
 [ "$packs1" -lt "$packs0" ] || fail "pack_bytes did not shrink after gc: $packs0 -> $packs1"
-# Well under half of the pack was live (the default threshold is 50%): it
+# Well under half of the pack was live (the default threshold is 75%): it
 # is sealed and rewritten, the garbage all gone.
 [ "$packs1" -lt $((stored1 + stored1 / 10 + 65536)) ] ||
     fail "pack_bytes $packs1 after gc, far above the $stored1 bytes still used"
