@@ -83,19 +83,25 @@ rm -f "$MNT/stream" "$MNT/stage" "$MNT/maxoff"
 
 log "a mount waits for a store lock held by something that is not a mount"
 umount_fs
-python3 - "$STORE/lock" <<'PY' &
+python3 - "$STORE/lock" "$T/held" <<'PY' &
 import fcntl, os, sys, time
 fd = os.open(sys.argv[1], os.O_RDWR)
 fcntl.flock(fd, fcntl.LOCK_EX)
+open(sys.argv[2], "w").close()
 time.sleep(2)
 PY
 holder=$!
-sleep 0.3
+i=0
+until [ -e "$T/held" ]; do # the mount must come after the lock is taken
+    i=$((i + 1))
+    [ "$i" -le 600 ] || fail "the lock holder did not take the lock"
+    sleep 0.05
+done
 t0=$(date +%s%N)
 mount_fs allow_other,default_permissions
 waited=$(( ($(date +%s%N) - t0) / 1000000 ))
 wait "$holder"
-log "mounted ${waited} ms after asking (the lock was held for about 1700 ms more)"
+log "mounted ${waited} ms after asking (the lock was held for 2000 ms)"
 [ "$waited" -ge 1000 ] || fail "the mount did not wait for the lock ($waited ms)"
 mkdir -p "$T/mnt2"
 expect_status 1 "a second mount of a mounted store" "$CKPTFS" "$STORE" "$T/mnt2"
