@@ -17,6 +17,12 @@
 #define BG_TICK 2 /* seconds between looks at what is due */
 #define BG_RECODE_BATCH 4 /* versions re-encoded between two looks at the rest */
 #define BG_REVERSE_BATCH 256 /* blocks made reverse deltas between two looks */
+/* After this long without anything making garbage, the store is quiet: a
+** run then rewrites packs up to BG_QUIET_THRESHOLD live, so a settled
+** store's disk use comes close to its stored bytes, paid while nobody
+** writes (up to 9 bytes copied per byte freed, once per quiet spell). */
+#define BG_QUIET_NS (30 * 1000000000LL)
+#define BG_QUIET_THRESHOLD 0.9
 
 /* A reclaim asked for by bg_gc, waiting for the thread. */
 struct req {
@@ -36,6 +42,7 @@ struct bg {
     uint64_t recoded;  /* last change when re-encoding last finished */
     uint64_t gc_seq, gc_dv; /* change and data version when gc last looked */
     int64_t gc_until;  /* reclaim at each interval until then ... */
+    int64_t changed_at; /* when something last made garbage */
     int gc_busy;       /* ... or while the last run still found work */
     time_t next_retain, next_gc;
     struct req *req;
@@ -53,7 +60,9 @@ static int retains(const struct bg *b)
 /* Something may have made garbage: reclaim for a while. */
 static void gc_due(struct bg *b)
 {
-    b->gc_until = ck_now_ns() + b->o.gc_grace_ns + 3 * (int64_t)b->o.gc_interval * 1000000000;
+    b->changed_at = ck_now_ns();
+    b->gc_until = b->changed_at + b->o.gc_grace_ns + BG_QUIET_NS +
+                  3 * (int64_t)b->o.gc_interval * 1000000000;
 }
 
 static void retain_once(struct bg *b)
@@ -126,7 +135,10 @@ static void gc_once(struct bg *b)
 {
     watch_changes(b);
     if (!b->gc_busy && ck_now_ns() > b->gc_until) return;
-    struct gc_opts g = {.grace_ns = b->o.gc_grace_ns, .threshold = b->o.gc_threshold,
+    int quiet = ck_now_ns() - b->changed_at > BG_QUIET_NS;
+    struct gc_opts g = {.grace_ns = b->o.gc_grace_ns,
+                        .threshold = quiet ? CK_MAX(b->o.gc_threshold, BG_QUIET_THRESHOLD)
+                                           : b->o.gc_threshold,
                         .rebase = 1, .stop = &b->stop};
     struct gc_stats s;
     int rc = gc_run(b->st, &g, NULL, NULL, &s);

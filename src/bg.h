@@ -8,7 +8,9 @@
 **   - retention every interval, when a policy is set (history.h);
 **   - reclaiming space (gc.h) after anything that may have made garbage:
 **     a commit, an unlink, a re-encoding, a prune here or by ckptctl
-**     beside the mount; again until a run finds nothing to do;
+**     beside the mount; again until a run finds nothing to do, and once
+**     the store has been quiet for 30 s, more thoroughly (packs up to 90%
+**     live rewritten);
 **   - a reclaim asked for now (bg_gc: ckptctl gc through ctl.h).
 **
 ** One thread keeps gc, the recoder and the reverse deltas, which all move
