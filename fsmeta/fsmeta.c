@@ -15,9 +15,11 @@
 
 extern const char fsmeta_schema_sql[];
 
+/* An inode's attributes, in the order read_attr reads them. */
+#define ATTR_COLS "mode,uid,gid,nlink,size,rdev,atime,mtime,ctime,stored"
+
 const char *const fsm_core_sql[S_COUNT] = {
-    [S_GETATTR] = "SELECT mode,uid,gid,nlink,size,rdev,atime,mtime,ctime,stored "
-                  "FROM inode WHERE ino=?1",
+    [S_GETATTR] = "SELECT " ATTR_COLS " FROM inode WHERE ino=?1",
     [S_SETATTR] = "UPDATE inode SET mode=?2,uid=?3,gid=?4,nlink=?5,size=?6,rdev=?7,"
                   "atime=?8,mtime=?9,ctime=?10 WHERE ino=?1",
     [S_MKINODE] = "INSERT INTO inode(mode,uid,gid,nlink,size,rdev,atime,mtime,ctime,"
@@ -31,8 +33,8 @@ const char *const fsm_core_sql[S_COUNT] = {
     [S_RELINK] = "UPDATE dentry SET ino=?3 WHERE parent=?1 AND name=?2",
     [S_MOVE] = "UPDATE dentry SET parent=?3,name=?4 WHERE parent=?1 AND name=?2",
     [S_HASCHILD] = "SELECT 1 FROM dentry WHERE parent=?1 LIMIT 1",
-    [S_READDIR] = "SELECT id,name,ino FROM dentry WHERE parent=?1 AND id>?2 "
-                  "ORDER BY id",
+    [S_READDIR] = "SELECT " ATTR_COLS ",d.id,d.name,d.ino FROM dentry d "
+                  "JOIN inode USING (ino) WHERE d.parent=?1 AND d.id>?2 ORDER BY d.id",
     [S_XGET] = "SELECT value FROM xattr WHERE ino=?1 AND name=?2",
     [S_XINS] = "INSERT INTO xattr(ino,name,value) VALUES(?1,?2,?3)",
     [S_XUPD] = "UPDATE xattr SET value=?3 WHERE ino=?1 AND name=?2",
@@ -92,12 +94,12 @@ const char *const fsm_core_sql[S_COUNT] = {
     [S_FILES] = "SELECT ino,size,stored FROM inode WHERE (mode & 61440)=32768 "
                 "AND nlink>0 ORDER BY ino",
     [S_NAMEOF] = "SELECT parent,name FROM dentry WHERE ino=?1 LIMIT 1",
-    [S_TOUCH] = "INSERT OR REPLACE INTO config(key,value) VALUES('last_sync',?1)",
     [S_BEGIN] = "BEGIN IMMEDIATE",
     [S_COMMIT] = "COMMIT",
     [S_ROLLBACK] = "ROLLBACK",
-    [S_SYNC_FULL] = "PRAGMA synchronous=FULL",
-    [S_SYNC_NORMAL] = "PRAGMA synchronous=NORMAL",
+    [S_SAVEPOINT] = "SAVEPOINT op",
+    [S_RELEASE] = "RELEASE op",
+    [S_ROLLBACK_TO] = "ROLLBACK TO op",
     /* Versions with tensors of the other files in ?1's directory, the
     ** closest in sequence to ?2 first. */
     [S_SIBS] = "SELECT v.id FROM dentry d JOIN version v ON v.ino=d.ino "
@@ -218,12 +220,12 @@ static void fn_seq(sqlite3_context *ctx, int argc, sqlite3_value **argv)
     sqlite3_result_int64(ctx, cur_seq(sqlite3_user_data(ctx)));
 }
 
+
 static int prepare_all(fsmeta *m)
 {
     const char *const *tables[] = {fsm_core_sql, fsm_hist_sql, fsm_check_sql, fsm_lossy_sql,
                                    fsm_reverse_sql};
     for (int i = 0; i < S_COUNT; i++) {
-        if (m->readonly && (i == S_SYNC_FULL || i == S_SYNC_NORMAL)) continue;
         const char *sql = NULL;
         for (size_t t = 0; t < sizeof tables / sizeof *tables && !sql; t++) sql = tables[t][i];
         assert(sql);
@@ -307,7 +309,7 @@ int fsmeta_open(const char *path, int readonly, uint32_t root_uid,
     int stamp;
     if ((rc = check_identity(m, &stamp)) < 0) goto fail; /* before any write */
     if (!readonly) {
-        rc = exec(m, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;");
+        rc = exec(m, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA temp_store=MEMORY; PRAGMA cache_size=-32768;");
         char pragma[48];
         snprintf(pragma, sizeof pragma, "PRAGMA application_id=%d", FSM_APP_ID);
         if (rc == 0 && stamp) rc = exec(m, pragma);
@@ -327,9 +329,12 @@ fail:
     return rc < 0 ? rc : -EIO;
 }
 
+static int commit_txn(fsmeta *m);
+
 void fsmeta_close(fsmeta *m)
 {
     if (!m) return;
+    if (m->open) commit_txn(m);
     for (int i = 0; i < S_COUNT; i++) sqlite3_finalize(m->st[i]);
     sqlite3_close(m->db);
     pthread_mutex_destroy(&m->mu);
@@ -357,16 +362,72 @@ static int record_change(fsmeta *m)
     return run(m, s);
 }
 
+/* Open the SQLite transaction if none is. */
+static int open_txn(fsmeta *m)
+{
+    if (m->open) return 0;
+    CK_TRY(run(m, stmt(m, S_BEGIN)));
+    m->open = 1;
+    m->opened = ck_now_ns();
+    return 0;
+}
+
+/* fsync the WAL: every transaction committed so far becomes durable (the
+** connection runs synchronous=NORMAL, which syncs only at checkpoints). */
+static int sync_wal(fsmeta *m)
+{
+    sqlite3_file *f = NULL;
+    int rc = sqlite3_file_control(m->db, "main", SQLITE_FCNTL_JOURNAL_POINTER, &f);
+    if (rc != SQLITE_OK || !f || !f->pMethods) return 0; /* no WAL open: all in the db */
+    rc = f->pMethods->xSync(f, SQLITE_SYNC_NORMAL);
+    return rc == SQLITE_OK ? 0 : sql_err(m, rc);
+}
+
+/* Commit the open SQLite transaction: the pre-commit hook first (the data
+** its rows name made durable), then COMMIT, and the WAL synced if any
+** transaction in it asked to be durable. On failure everything in it is
+** rolled back. */
+static int commit_txn(fsmeta *m)
+{
+    if (!m->open) return 0;
+    int rc = m->pre_commit && !m->readonly ? m->pre_commit(m->pre_ctx) : 0;
+    if (rc == 0) rc = run(m, stmt(m, S_COMMIT));
+    if (rc < 0) {
+        if (!sqlite3_get_autocommit(m->db)) run(m, stmt(m, S_ROLLBACK));
+        if (m->group)
+            ck_log(CK_LOG_ERR, "metadata commit failed (%s): changes of the last %.0f ms lost",
+                   strerror(-rc), (double)(ck_now_ns() - m->opened) / 1e6);
+    }
+    if (rc == 0 && m->durable) rc = sync_wal(m);
+    m->open = m->durable = 0;
+    return rc;
+}
+
+static void rollback_txn(fsmeta *m)
+{
+    if (m->group && m->open) {
+        run(m, stmt(m, S_ROLLBACK_TO));
+        run(m, stmt(m, S_RELEASE));
+    } else if (m->open) {
+        run(m, stmt(m, S_ROLLBACK));
+        m->open = m->durable = 0;
+    }
+}
+
 int fsmeta_begin(fsmeta *m, int durable)
 {
     lock(m);
+    if (durable) m->durable = 1; /* at any depth: the outermost commit honours it */
     if (m->depth++ > 0) return 0;
     m->abort = 0;
     m->seq_used = 0;
-    int rc = m->readonly ? 0 : run(m, stmt(m, durable ? S_SYNC_FULL : S_SYNC_NORMAL));
-    if (rc == 0) rc = run(m, stmt(m, S_BEGIN));
+    int rc = open_txn(m);
+    if (rc == 0 && m->group) {
+        rc = run(m, stmt(m, S_SAVEPOINT));
+        if (rc < 0) commit_txn(m); /* keep the others' work */
+    }
     if (rc == 0 && !m->readonly) rc = next_seq(m);
-    if (rc < 0 && m->depth == 1) run(m, stmt(m, S_ROLLBACK));
+    if (rc < 0 && m->open) rollback_txn(m);
     if (rc < 0) {
         m->depth--;
         unlock(m);
@@ -379,8 +440,9 @@ int fsmeta_commit(fsmeta *m)
     int rc = 0;
     if (--m->depth == 0) {
         rc = m->abort ? -EIO : record_change(m);
-        if (rc == 0) rc = run(m, stmt(m, S_COMMIT));
-        if (rc < 0) run(m, stmt(m, S_ROLLBACK));
+        if (rc < 0) rollback_txn(m);
+        else if (m->group) rc = run(m, stmt(m, S_RELEASE));
+        if (rc == 0 && (!m->group || m->durable)) rc = commit_txn(m);
     }
     unlock(m);
     return rc;
@@ -389,10 +451,36 @@ int fsmeta_commit(fsmeta *m)
 void fsmeta_rollback(fsmeta *m)
 {
     if (--m->depth == 0)
-        run(m, stmt(m, S_ROLLBACK));
+        rollback_txn(m);
     else
         m->abort = 1;
     unlock(m);
+}
+
+void fsmeta_set_pre_commit(fsmeta *m, int (*fn)(void *ctx), void *ctx)
+{
+    lock(m);
+    m->pre_commit = fn;
+    m->pre_ctx = ctx;
+    unlock(m);
+}
+
+int fsmeta_group(fsmeta *m, int on)
+{
+    lock(m);
+    int rc = on ? 0 : commit_txn(m);
+    m->group = on && !m->readonly;
+    unlock(m);
+    return rc;
+}
+
+int fsmeta_flush(fsmeta *m, int64_t older_ns)
+{
+    lock(m);
+    int rc = 0;
+    if (m->open && m->depth == 0 && ck_now_ns() - m->opened >= older_ns) rc = commit_txn(m);
+    unlock(m);
+    return rc;
 }
 
 int fsmeta_end(fsmeta *m, int rc)
@@ -406,11 +494,33 @@ int fsmeta_end(fsmeta *m, int rc)
 
 int fsmeta_sync(fsmeta *m)
 {
-    CK_TRY(fsmeta_begin(m, 1));
-    sqlite3_stmt *s = stmt(m, S_TOUCH);
-    bind_i64(s, 1, ck_now_ns());
-    int rc = run(m, s);
-    return fsmeta_end(m, rc);
+    lock(m);
+    int rc = 0;
+    if (m->depth > 0 || m->open) {
+        m->durable = 1; /* at the commit of what is open */
+        if (m->depth == 0) rc = commit_txn(m);
+    } else {
+        rc = m->pre_commit && !m->readonly ? m->pre_commit(m->pre_ctx) : 0;
+        if (rc == 0) rc = sync_wal(m);
+    }
+    unlock(m);
+    return rc;
+}
+
+/* Columns 0-9 of a row selecting ATTR_COLS into a. */
+static void read_attr(sqlite3_stmt *s, uint64_t ino, struct fsm_attr *a)
+{
+    a->ino = ino;
+    a->mode = (uint32_t)sqlite3_column_int64(s, 0);
+    a->uid = (uint32_t)sqlite3_column_int64(s, 1);
+    a->gid = (uint32_t)sqlite3_column_int64(s, 2);
+    a->nlink = (uint32_t)sqlite3_column_int64(s, 3);
+    a->size = (uint64_t)sqlite3_column_int64(s, 4);
+    a->rdev = (uint64_t)sqlite3_column_int64(s, 5);
+    a->atime = sqlite3_column_int64(s, 6);
+    a->mtime = sqlite3_column_int64(s, 7);
+    a->ctime = sqlite3_column_int64(s, 8);
+    a->stored = (uint64_t)sqlite3_column_int64(s, 9);
 }
 
 int fsmeta_getattr(fsmeta *m, uint64_t ino, struct fsm_attr *a)
@@ -420,17 +530,7 @@ int fsmeta_getattr(fsmeta *m, uint64_t ino, struct fsm_attr *a)
     bind_i64(s, 1, (int64_t)ino);
     int rc = sqlite3_step(s);
     if (rc == SQLITE_ROW) {
-        a->ino = ino;
-        a->mode = (uint32_t)sqlite3_column_int64(s, 0);
-        a->uid = (uint32_t)sqlite3_column_int64(s, 1);
-        a->gid = (uint32_t)sqlite3_column_int64(s, 2);
-        a->nlink = (uint32_t)sqlite3_column_int64(s, 3);
-        a->size = (uint64_t)sqlite3_column_int64(s, 4);
-        a->rdev = (uint64_t)sqlite3_column_int64(s, 5);
-        a->atime = sqlite3_column_int64(s, 6);
-        a->mtime = sqlite3_column_int64(s, 7);
-        a->ctime = sqlite3_column_int64(s, 8);
-        a->stored = (uint64_t)sqlite3_column_int64(s, 9);
+        read_attr(s, ino, a);
         rc = 0;
     } else {
         rc = rc == SQLITE_DONE ? -ENOENT : sql_err(m, rc);
@@ -654,13 +754,13 @@ int fsmeta_readdir(fsmeta *m, uint64_t dir, int64_t after, fsmeta_dirent_cb cb,
     int rc;
     while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
         char name[256];
-        int n = sqlite3_column_bytes(s, 1);
+        int n = sqlite3_column_bytes(s, 11);
         if (n > 255) continue; /* cannot happen: names are checked on entry */
-        memcpy(name, sqlite3_column_blob(s, 1), (size_t)n);
+        memcpy(name, sqlite3_column_blob(s, 11), (size_t)n);
         name[n] = 0;
-        if (cb(ctx, sqlite3_column_int64(s, 0), name,
-               (uint64_t)sqlite3_column_int64(s, 2)))
-            break;
+        struct fsm_attr a;
+        read_attr(s, (uint64_t)sqlite3_column_int64(s, 12), &a);
+        if (cb(ctx, sqlite3_column_int64(s, 10), name, &a)) break;
     }
     rc = rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : sql_err(m, rc);
     done(s);

@@ -98,7 +98,8 @@ void fsmeta_close(fsmeta *m);
 int fsmeta_probe(const char *path);
 
 /* durable: the commit must survive power loss (fsync); otherwise it survives
-** a crash of the process and stays consistent after power loss. */
+** a crash of the process (under group commit: once flushed) and stays
+** consistent after power loss. */
 int fsmeta_begin(fsmeta *m, int durable);
 int fsmeta_commit(fsmeta *m);
 void fsmeta_rollback(fsmeta *m);
@@ -108,6 +109,22 @@ int fsmeta_end(fsmeta *m, int rc);
 
 /* Make every transaction committed so far durable. */
 int fsmeta_sync(fsmeta *m);
+
+/* Before every SQLite COMMIT, fn(ctx) runs under the handle's lock: it makes
+** the data the new rows name durable (the packs), so meta.db never names
+** bytes a crash could lose. A failure of fn fails the commit. */
+void fsmeta_set_pre_commit(fsmeta *m, int (*fn)(void *ctx), void *ctx);
+
+/* Group commit (the daemon's): with it on, a transaction that is not
+** durable ends as a savepoint inside one SQLite transaction that stays open
+** (each keeps its own sequence number, and this connection sees it at
+** once); fsmeta_flush commits that transaction, and so does the next
+** durable one. Until then a crash of the process loses it. Many small
+** transactions then share one commit: one pack sync, each page written
+** once. Off: commits the open transaction. */
+int fsmeta_group(fsmeta *m, int on);
+/* Commit the open group transaction if it began at least older_ns ago. */
+int fsmeta_flush(fsmeta *m, int64_t older_ns);
 
 int fsmeta_getattr(fsmeta *m, uint64_t ino, struct fsm_attr *a);
 /* Write every field of a but ino and stored. */
@@ -140,10 +157,12 @@ int fsmeta_move(fsmeta *m, uint64_t parent, const char *name,
                 uint64_t newparent, const char *newname);
 int fsmeta_has_children(fsmeta *m, uint64_t dir);
 
-/* Entries of dir with cookie > after, in cookie order; cb returns non-zero
-** to stop (the entry it stopped at is not consumed). Cookies are >= 1. */
+/* Entries of dir with cookie > after, in cookie order, each with its
+** inode's attributes (one query: a listing costs no lookup per entry); cb
+** returns non-zero to stop (the entry it stopped at is not consumed).
+** Cookies are >= 1. */
 typedef int (*fsmeta_dirent_cb)(void *ctx, int64_t cookie, const char *name,
-                                uint64_t ino);
+                                const struct fsm_attr *a);
 int fsmeta_readdir(fsmeta *m, uint64_t dir, int64_t after, fsmeta_dirent_cb cb,
                    void *ctx);
 

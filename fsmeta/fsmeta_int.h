@@ -25,7 +25,8 @@ enum {
     S_SIBS, S_EXTENTS, S_CHUNKINS, S_CHUNKREF, S_CHUNKGET, S_EXTINS,
     S_TDEL, S_TINS, S_TLIST, S_FAMILY, S_LAYOUT, S_SETFAMILY, S_VERFAMILY, S_CURVER,
     S_SETCONTENT, S_ORPHANS, S_CHUNKS, S_FILES, S_NAMEOF,
-    S_TOUCH, S_BEGIN, S_COMMIT, S_ROLLBACK, S_SYNC_FULL, S_SYNC_NORMAL,
+    S_BEGIN, S_COMMIT, S_ROLLBACK,
+    S_SAVEPOINT, S_RELEASE, S_ROLLBACK_TO,
     S_NEXTSEQ, S_CHANGEINS, S_VERINS, S_VERCUR, S_VEREXT, S_VEREXTDEL,
     S_VERSTATE, S_VERDEL, S_VERKEEP,
     /* fsmeta_hist.c: versions, directory history, changes */
@@ -58,6 +59,13 @@ struct fsmeta {
     int abort;    /* an inner transaction rolled back: the outer one must too */
     int64_t seq;  /* sequence number of the open write transaction */
     int seq_used; /* it changed history: record the change at commit */
+    /* Group commit (fsmeta_group): */
+    int group;      /* on: transactions end in a savepoint of the open one */
+    int open;       /* an SQLite transaction is open */
+    int durable;    /* it holds a durable transaction: commit it at once */
+    int64_t opened; /* when it began (ns) */
+    int (*pre_commit)(void *ctx);
+    void *pre_ctx;
 };
 
 /* Map an SQLite result code to an errno, logging the unexpected ones. */

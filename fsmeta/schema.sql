@@ -40,6 +40,8 @@ CREATE TABLE IF NOT EXISTS dentry (
     UNIQUE (parent, name)
 );
 CREATE INDEX IF NOT EXISTS dentry_ino ON dentry (ino);
+-- Lists a directory in cookie order from any cookie (readdir).
+CREATE INDEX IF NOT EXISTS dentry_list ON dentry (parent, id);
 
 CREATE TABLE IF NOT EXISTS xattr (
     ino     INTEGER NOT NULL,

@@ -13,6 +13,7 @@
 #include "history.h"
 #include "policy.h"
 #include "bg.h"
+#include "commit.h"
 #include "ctl.h"
 
 #include <limits.h>
@@ -256,6 +257,9 @@ static int serve(struct fuse_session *se, struct fuse_cmdline_opts *o, struct fs
     int ret = 1;
     bg *b = NULL;
     ctl *c = NULL;
+    committer *cm = NULL;
+    if (rc == 0 && (rc = committer_start(fs->st->meta, &cm)) < 0)
+        ck_log(CK_LOG_ERR, "cannot start the group committer: %s", strerror(-rc));
     if (rc == 0) start_helpers(fs, bo, &b, &c);
     if (rc == 0) {
         struct fuse_loop_config *lc = fuse_loop_cfg_create();
@@ -269,6 +273,7 @@ static int serve(struct fuse_session *se, struct fuse_cmdline_opts *o, struct fs
     }
     ctl_stop(c);
     bg_stop(b);
+    committer_stop(cm);
     fuse_session_unmount(se);
     fuse_remove_signal_handlers(se);
     return ret != 0;

@@ -139,15 +139,22 @@ static int get_stat(struct fs *fs, uint64_t ino, struct stat *sb)
     return 0;
 }
 
+/* Count a new kernel reference to ino (an entry replied). */
+static int count_entry(struct fs *fs, uint64_t ino)
+{
+    struct node *n = node_pin(fs->nodes, ino);
+    if (!n) return -ENOMEM;
+    node_add(fs->nodes, n, 1, 0, 0);
+    unpin(fs, n);
+    return 0;
+}
+
 /* Build an entry reply for ino and count the kernel's new reference. */
 static int make_entry(struct fs *fs, uint64_t ino, struct fuse_entry_param *e)
 {
     memset(e, 0, sizeof *e);
     CK_TRY(get_stat(fs, ino, &e->attr));
-    struct node *n = node_pin(fs->nodes, ino);
-    if (!n) return -ENOMEM;
-    node_add(fs->nodes, n, 1, 0, 0);
-    unpin(fs, n);
+    CK_TRY(count_entry(fs, ino));
     e->ino = ino;
     e->attr_timeout = e->entry_timeout = fs->timeout;
     return 0;
@@ -195,6 +202,10 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
     conn->max_readahead = CK_MIN(conn->max_readahead, 1u << 20);
     if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC) conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
     conn->want &= ~(unsigned)FUSE_CAP_WRITEBACK_CACHE;
+    /* Every listing batch with attributes (they come from the same query):
+    ** in "auto" mode the kernel stops after the first batch unless entries
+    ** were looked up meanwhile, and `ls -l` then pays a lookup per entry. */
+    conn->want &= ~(unsigned)FUSE_CAP_READDIRPLUS_AUTO;
     /* Only this daemon changes the store and every change passes through the
     ** kernel: no need to revalidate the page cache on each read. */
     conn->want &= ~(unsigned)FUSE_CAP_AUTO_INVAL_DATA;
@@ -787,33 +798,44 @@ struct dirbuf {
     struct fs *fs;
     char *buf;
     size_t size, len;
-    int plus, err;
+    int plus;
 };
 
+/* Attributes of ino for a listing: a node's own (it may be being written),
+** else what the listing's query found. */
+static void listed_stat(struct fs *fs, const struct fsm_attr *listed, struct stat *sb)
+{
+    struct fsm_attr a = *listed;
+    struct node *n = node_find(fs->nodes, listed->ino);
+    if (n) {
+        if (ingest_getattr(fs->st, n, &a) < 0) a = *listed;
+        unpin(fs, n);
+    }
+    fill_stat(&a, sb);
+}
+
 /* Add one entry; returns 1 when the buffer is full. */
-static int add_dirent(struct dirbuf *b, const char *name, uint64_t ino, int64_t cookie)
+static int add_dirent(struct dirbuf *b, const char *name, const struct fsm_attr *a,
+                      int64_t cookie)
 {
     size_t room = b->size - b->len, need;
     int dots = strcmp(name, ".") == 0 || strcmp(name, "..") == 0;
     if (!b->plus) {
-        struct stat sb = {.st_ino = ino};
-        struct fsm_attr a;
-        if (fsmeta_getattr(b->fs->st->meta, ino, &a) == 0) sb.st_mode = a.mode;
+        struct stat sb = {.st_ino = a->ino, .st_mode = a->mode};
         need = fuse_add_direntry(b->req, b->buf + b->len, room, name, &sb, cookie);
     } else if (dots) {
-        struct fuse_entry_param e = {.ino = ino};
-        e.attr.st_ino = ino;
+        struct fuse_entry_param e = {.ino = a->ino};
+        e.attr.st_ino = a->ino;
         e.attr.st_mode = S_IFDIR;
         need = fuse_add_direntry_plus(b->req, b->buf + b->len, room, name, &e, cookie);
     } else {
         struct fuse_entry_param e;
         memset(&e, 0, sizeof e);
-        int rc = get_stat(b->fs, ino, &e.attr);
-        if (rc < 0) return 0; /* vanished meanwhile: skip it */
-        e.ino = ino;
+        listed_stat(b->fs, a, &e.attr);
+        e.ino = a->ino;
         e.attr_timeout = e.entry_timeout = b->fs->timeout;
         need = fuse_add_direntry_plus(b->req, b->buf + b->len, room, name, &e, cookie);
-        if (need <= room && make_entry(b->fs, ino, &e) < 0) return 1;
+        if (need <= room && count_entry(b->fs, a->ino) < 0) return 1;
     }
     if (need > room) return 1;
     b->len += need;
@@ -828,13 +850,13 @@ struct dents {
     int plus;
     size_t room, n, cap;
     struct dent {
-        uint64_t ino;
+        struct fsm_attr a;
         int64_t cookie;
         char *name;
     } *v;
 };
 
-static int dent_cb(void *ctx, int64_t cookie, const char *name, uint64_t ino)
+static int dent_cb(void *ctx, int64_t cookie, const char *name, const struct fsm_attr *a)
 {
     struct dents *d = ctx;
     size_t need = d->plus ? fuse_add_direntry_plus(d->req, NULL, 0, name, NULL, 0)
@@ -848,7 +870,7 @@ static int dent_cb(void *ctx, int64_t cookie, const char *name, uint64_t ino)
     }
     char *copy = strdup(name);
     if (!copy) return -ENOMEM;
-    d->v[d->n++] = (struct dent){ino, cookie + 2, copy};
+    d->v[d->n++] = (struct dent){*a, cookie + 2, copy};
     d->room -= need;
     return 0;
 }
@@ -859,7 +881,7 @@ static int live_readdir(struct dirbuf *b, uint64_t ino, off_t off)
     struct dents d = {b->req, b->plus, b->size - b->len, 0, 0, NULL};
     int rc = fsmeta_readdir(b->fs->st->meta, ino, off > 2 ? off - 2 : 0, dent_cb, &d);
     for (size_t i = 0; i < d.n; i++) {
-        if (rc >= 0 && add_dirent(b, d.v[i].name, d.v[i].ino, d.v[i].cookie)) rc = 1;
+        if (rc >= 0 && add_dirent(b, d.v[i].name, &d.v[i].a, d.v[i].cookie)) rc = 1;
         free(d.v[i].name);
     }
     free(d.v);
@@ -886,7 +908,7 @@ static int view_dirent(void *ctx, const char *name, const struct stat *sb, uint6
 static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, int plus)
 {
     struct fs *fs = FS(req);
-    struct dirbuf b = {req, fs, malloc(size), size, 0, plus, 0};
+    struct dirbuf b = {req, fs, malloc(size), size, 0, plus};
     if (!b.buf) {
         fuse_reply_err(req, ENOMEM);
         return;
@@ -902,8 +924,9 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, i
     char name[NAME_MAX + 1];
     if (ino != FSMETA_ROOT_INO) fsmeta_name_of(fs->st->meta, ino, &parent, name, sizeof name);
     int full = 0, rc = 0;
-    if (off < 1) full = add_dirent(&b, ".", ino, 1);
-    if (!full && off < 2) full = add_dirent(&b, "..", parent, 2);
+    struct fsm_attr self = {.ino = ino, .mode = S_IFDIR}, up = {.ino = parent, .mode = S_IFDIR};
+    if (off < 1) full = add_dirent(&b, ".", &self, 1);
+    if (!full && off < 2) full = add_dirent(&b, "..", &up, 2);
     if (!full) rc = live_readdir(&b, ino, off);
     if (rc < 0) fuse_reply_err(req, -rc); else fuse_reply_buf(req, b.buf, b.len);
     free(b.buf);

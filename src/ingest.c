@@ -504,8 +504,14 @@ static int stage_encode(struct store *st, struct node *n)
     return rc;
 }
 
+/* Below this many bytes a commit leaves syncing its records to meta.db's
+** pre-commit hook (store.c), one sync for every commit of a group; above,
+** it syncs them itself first, outside the metadata lock. */
+#define SYNC_OWN_BYTES (1u << 20)
+
 /* Collect the extents to commit: finished blocks plus the stream tail. */
-static int gather(struct store *st, struct node *n, struct fsm_extent **out, size_t *cnt)
+static int gather(struct store *st, struct node *n, int durable, struct fsm_extent **out,
+                  size_t *cnt)
 {
     struct fsm_extent *v = malloc((n->npend + 1) * sizeof *v);
     if (!v) return -ENOMEM;
@@ -520,7 +526,7 @@ static int gather(struct store *st, struct node *n, struct fsm_extent **out, siz
         rc = store_put_block(st, n->tail, n->tail_len, &h, &v[k].c);
         k++;
     }
-    if (rc == 0) rc = store_sync_extents(st, v, k);
+    if (rc == 0 && (durable || n->size >= SYNC_OWN_BYTES)) rc = store_sync_extents(st, v, k);
     if (rc < 0) {
         free(v);
         return rc;
@@ -556,7 +562,7 @@ static int commit_dirty(struct store *st, struct node *n, int durable, int provi
     if (rc == 0) rc = settle(n);
     struct fsm_extent *v = NULL;
     size_t k = 0;
-    if (rc == 0) rc = gather(st, n, &v, &k);
+    if (rc == 0) rc = gather(st, n, durable, &v, &k);
     if (rc < 0) return rc;
     rc = fsmeta_begin(st->meta, durable);
     if (rc == 0) {

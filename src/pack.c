@@ -40,6 +40,7 @@ struct packset {
                             pack_remove closes one */
     int *fds;          /* fds[id], -1 when not open */
     int *dfds;         /* O_DIRECT ones: -1 not open, -2 unsupported, -3 - fd refused */
+    uint8_t *dirty;    /* dirty[id]: appended to since its last pack_sync */
     uint64_t direct;   /* records read with them */
     uint64_t direct_writes; /* records written with them */
     uint32_t nfds;
@@ -70,6 +71,8 @@ int pack_rec_decode(const uint8_t h[PACK_REC_HDR], struct pack_rec *r)
     r->hash = ck_get64(h + 16);
     return 0;
 }
+
+static void mark_dirty(packset *ps, uint32_t id, uint8_t on);
 
 static void pack_name(uint32_t id, char name[32])
 {
@@ -123,6 +126,7 @@ void pack_close(packset *ps)
     for (uint32_t i = 0; i < ps->nfds; i++) close_dfd(ps, i);
     free(ps->fds);
     free(ps->dfds);
+    free(ps->dirty);
     close(ps->dirfd);
     pthread_mutex_destroy(&ps->mu);
     pthread_rwlock_destroy(&ps->rl);
@@ -161,9 +165,11 @@ static int *fd_slot(packset *ps, uint32_t id)
         int *f = realloc(ps->fds, n * sizeof *f);
         if (f) ps->fds = f;
         int *d = f ? realloc(ps->dfds, n * sizeof *d) : NULL;
-        if (!d) return NULL;
-        ps->dfds = d;
-        for (uint32_t i = ps->nfds; i < n; i++) f[i] = d[i] = -1;
+        if (d) ps->dfds = d;
+        uint8_t *y = d ? realloc(ps->dirty, n) : NULL;
+        if (!y) return NULL;
+        ps->dirty = y;
+        for (uint32_t i = ps->nfds; i < n; i++) f[i] = d[i] = -1, y[i] = 0;
         ps->nfds = n;
     }
     return &ps->fds[id];
@@ -331,6 +337,7 @@ int pack_append_frame(packset *ps, const struct pack_rec *r, uint8_t *frame,
     /* No O_DIRECT here, or a short write: the rest through the cache. */
     else CK_TRY(ck_pwrite_full(fd, frame + n, span - (size_t)n, at + (uint64_t)n));
     write_behind(ps, fd, at, at + span); /* windows crossed by this record too */
+    mark_dirty(ps, id, 1);
     *pack_id = id;
     *off = at;
     return 0;
@@ -371,9 +378,17 @@ int pack_append_keep(packset *ps, const struct pack_rec *r, const void *stored,
         if (rc < 0) return rc;
     }
     write_behind(ps, fd, at, at + len);
+    mark_dirty(ps, id, 1);
     *pack_id = id;
     *off = at;
     return 0;
+}
+
+static void mark_dirty(packset *ps, uint32_t id, uint8_t on)
+{
+    pthread_mutex_lock(&ps->mu);
+    if (id < ps->nfds) ps->dirty[id] = on;
+    pthread_mutex_unlock(&ps->mu);
 }
 
 int pack_sync(packset *ps, uint32_t id)
@@ -387,9 +402,25 @@ int pack_sync(packset *ps, uint32_t id)
         errno == ENOENT)
         return 0;
     CK_TRY(rc);
+    mark_dirty(ps, id, 0); /* before the sync: it covers every append done so far */
     rc = fdatasync(fd) < 0 ? -errno : 0;
+    if (rc < 0) mark_dirty(ps, id, 1);
     fd_release(ps);
     return rc;
+}
+
+int pack_sync_dirty(packset *ps)
+{
+    int rc = 0;
+    for (uint32_t id = 1;; id++) {
+        pthread_mutex_lock(&ps->mu);
+        while (id < ps->nfds && !ps->dirty[id]) id++;
+        int more = id < ps->nfds;
+        pthread_mutex_unlock(&ps->mu);
+        if (!more) return rc;
+        int r = pack_sync(ps, id);
+        if (rc == 0) rc = r;
+    }
 }
 
 /* A valid record header matching what the chunk row expects. */

@@ -88,6 +88,9 @@ int pack_append_keep(packset *ps, const struct pack_rec *r, const void *stored,
 ** removed is durable by definition: its live records were copied and
 ** synced before it went. */
 int pack_sync(packset *ps, uint32_t pack_id);
+/* pack_sync every pack appended to since it was last synced; the first
+** error, after trying them all. */
+int pack_sync_dirty(packset *ps);
 
 /* Read the record at (pack_id, off) into buf (capacity >= r.stored_len) after
 ** checking that its header is valid and matches *expect (codec, lengths,

@@ -50,6 +50,13 @@ static int take_lock(struct store *st)
     return 0;
 }
 
+/* meta.db's pre-commit hook: rows never name records a crash could lose. */
+static int sync_packs(void *ctx)
+{
+    struct store *st = ctx;
+    return st->packs ? pack_sync_dirty(st->packs) : 0;
+}
+
 static int open_parts(struct store *st)
 {
     const struct store_opts *o = &st->o;
@@ -60,6 +67,7 @@ static int open_parts(struct store *st)
     snprintf(p, sizeof p, "%s/meta.db", st->path);
     if (!rw && access(p, F_OK) < 0) return -ENOENT;
     CK_TRY(fsmeta_open(p, o->readonly, getuid(), getgid(), &st->meta));
+    fsmeta_set_pre_commit(st->meta, sync_packs, st);
     snprintf(p, sizeof p, "%s/packs", st->path);
     struct pack_opts po = {.max_pack_bytes = o->max_pack_bytes,
                            .reserve_bytes = o->reserve_bytes,
@@ -78,7 +86,9 @@ int store_reopen_meta(struct store *st)
     ** share its (copied, stale) lock state and take no lock either. */
     fsmeta_close(st->meta);
     st->meta = NULL;
-    return fsmeta_open(p, st->o.readonly, getuid(), getgid(), &st->meta);
+    CK_TRY(fsmeta_open(p, st->o.readonly, getuid(), getgid(), &st->meta));
+    fsmeta_set_pre_commit(st->meta, sync_packs, st);
+    return 0;
 }
 
 int store_start(struct store *st)

@@ -265,10 +265,17 @@ struct page {
     uint64_t ino[256];
     int calls;
 };
+static fsmeta *page_meta; /* the handle page_cb checks attributes against */
 
-static int page_cb(void *ctx, int64_t cookie, const char *name, uint64_t ino)
+static int page_cb(void *ctx, int64_t cookie, const char *name, const struct fsm_attr *a)
 {
     struct page *p = ctx;
+    uint64_t ino = a->ino;
+    struct fsm_attr want;
+    ck_assert_int_eq(fsmeta_getattr(page_meta, ino, &want), 0);
+    ck_assert_uint_eq(a->mode, want.mode); /* the listing carries the attributes */
+    ck_assert_uint_eq(a->nlink, want.nlink);
+    ck_assert_int_eq(a->mtime, want.mtime);
     p->calls++;
     if (p->limit && p->n >= p->limit) return 1;
     ck_assert_int_lt(p->n, 256);
@@ -283,6 +290,7 @@ START_TEST(test_readdir_pages)
 {
     char path[160];
     fsmeta *m = new_db(path);
+    page_meta = m;
     uint64_t d = mk(m, S_IFDIR | 0755, 2);
     ck_assert_int_eq(fsmeta_link(m, FSMETA_ROOT_INO, "d", d), 0);
     enum { N = 100 };
