@@ -40,8 +40,8 @@ CREATE TABLE IF NOT EXISTS dentry (
     UNIQUE (parent, name)
 );
 CREATE INDEX IF NOT EXISTS dentry_ino ON dentry (ino);
--- Lists a directory in cookie order from any cookie (readdir).
-CREATE INDEX IF NOT EXISTS dentry_list ON dentry (parent, id);
+-- Lists a directory in cookie order (id, the rowid) from any cookie.
+CREATE INDEX IF NOT EXISTS dentry_list ON dentry (parent);
 
 CREATE TABLE IF NOT EXISTS xattr (
     ino     INTEGER NOT NULL,
@@ -163,6 +163,8 @@ CREATE TABLE IF NOT EXISTS dhist (
 );
 CREATE INDEX IF NOT EXISTS dhist_name ON dhist (parent, name);
 CREATE INDEX IF NOT EXISTS dhist_ino ON dhist (ino);
+-- Lists a directory of the past in cookie order (rowid) from any cookie.
+CREATE INDEX IF NOT EXISTS dhist_list ON dhist (parent);
 
 -- ckpt_seq() is the sequence number of the running transaction (fsmeta.c).
 CREATE TRIGGER IF NOT EXISTS dentry_born AFTER INSERT ON dentry BEGIN

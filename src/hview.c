@@ -166,25 +166,34 @@ static void set_time(struct timespec *ts, int64_t ns)
     ts->tv_nsec = (long)(ns % 1000000000);
 }
 
-static int stat_of(hview *h, const struct hkey *k, struct stat *sb)
+/* The attributes of version v (the file key k shows). */
+static void version_stat(const struct hkey *k, const struct fsm_version *v, struct stat *sb)
 {
-    fsmeta *m = h->st->meta;
     memset(sb, 0, sizeof *sb);
     sb->st_ino = key_ino(k);
     sb->st_nlink = 1;
+    sb->st_mode = S_IFREG | (v->mode & 07555);
+    sb->st_uid = v->uid;
+    sb->st_gid = v->gid;
+    sb->st_size = (off_t)v->size;
+    sb->st_blocks = (blkcnt_t)((v->stored + 4095) / 4096 * 8);
+    set_time(&sb->st_mtim, v->mtime);
+    set_time(&sb->st_atim, v->mtime);
+    set_time(&sb->st_ctim, v->time);
+}
+
+static int stat_of(hview *h, const struct hkey *k, struct stat *sb)
+{
+    fsmeta *m = h->st->meta;
     if (k->kind == HK_FILE) {
         struct fsm_version v;
         CK_TRY(fsmeta_version_get(m, k->ver, &v));
-        sb->st_mode = S_IFREG | (v.mode & 07555);
-        sb->st_uid = v.uid;
-        sb->st_gid = v.gid;
-        sb->st_size = (off_t)v.size;
-        sb->st_blocks = (blkcnt_t)((v.stored + 4095) / 4096 * 8);
-        set_time(&sb->st_mtim, v.mtime);
-        set_time(&sb->st_atim, v.mtime);
-        set_time(&sb->st_ctim, v.time);
+        version_stat(k, &v, sb);
         return 0;
     }
+    memset(sb, 0, sizeof *sb);
+    sb->st_ino = key_ino(k);
+    sb->st_nlink = 1;
     /* Everything else is owned like the root and dated by its change. */
     struct fsm_attr root;
     CK_TRY(fsmeta_getattr(m, FSMETA_ROOT_INO, &root));
@@ -276,7 +285,8 @@ static int64_t parse_time(const char *name)
 
 /* The child of the tree at seq named by entry e; -ENOENT when its content
 ** of that time is pruned (or it is of a type the view does not show). */
-static int snap_child(fsmeta *m, uint64_t seq, const struct fsm_hentry *e, struct hkey *c)
+static int snap_child(fsmeta *m, uint64_t seq, const struct fsm_hentry *e, struct hkey *c,
+                      struct fsm_version *vout)
 {
     *c = (struct hkey){.seq = seq, .ino = e->ino, .mode = e->mode};
     if (S_ISDIR(e->mode)) {
@@ -297,6 +307,7 @@ static int snap_child(fsmeta *m, uint64_t seq, const struct fsm_hentry *e, struc
     CK_TRY(rc);
     if (v.state == FSM_VER_PRUNED) return -ENOENT;
     *c = (struct hkey){.kind = HK_FILE, .ver = v.id};
+    if (vout) *vout = v;
     return 0;
 }
 
@@ -389,7 +400,7 @@ static int child(hview *h, const struct hkey *k, const char *name, struct hkey *
         struct one_entry o = {0};
         CK_TRY(fsmeta_hist_at(m, k->seq, k->ino, name, 0, take_entry, &o));
         if (!o.found) return -ENOENT;
-        return snap_child(m, k->seq, &o.e, c);
+        return snap_child(m, k->seq, &o.e, c, NULL);
     }
     case HK_PATH:
         return path_child(m, k->path, name, c);
@@ -438,14 +449,22 @@ struct lister {
     uint64_t sec_seq;
 };
 
-/* Offer one entry of key c; returns 1 to stop. */
-static int offer(struct lister *l, const char *name, struct hkey *c, uint64_t cookie)
+/* Offer one entry of key c as name (v: its version, when c is one);
+** returns 1 to stop. */
+static int offer_v(struct lister *l, const char *name, struct hkey *c,
+                   const struct fsm_version *v, uint64_t cookie)
 {
     struct stat sb;
-    if ((l->err = stat_of(l->h, c, &sb)) < 0) return 1;
+    if (v) version_stat(c, v, &sb);
+    else if ((l->err = stat_of(l->h, c, &sb)) < 0) return 1;
     if (l->cb(l->ctx, name, &sb, cookie)) return l->full = 1;
     if (l->plus && (l->err = remember(l->h, c, sb.st_ino)) < 0) return 1;
     return 0;
+}
+
+static int offer(struct lister *l, const char *name, struct hkey *c, uint64_t cookie)
+{
+    return offer_v(l, name, c, NULL, cookie);
 }
 
 static int list_seq(void *ctx, uint64_t seq, int64_t time)
@@ -488,10 +507,11 @@ static int list_snap(void *ctx, const struct fsm_hentry *e)
 {
     struct lister *l = ctx;
     struct hkey c;
-    int rc = snap_child(l->h->st->meta, l->seq, e, &c);
+    struct fsm_version v;
+    int rc = snap_child(l->h->st->meta, l->seq, e, &c, &v);
     if (rc == -ENOENT) return 0;
     if (rc < 0) return l->err = rc, 1;
-    return offer(l, e->name, &c, e->id + 2);
+    return offer_v(l, e->name, &c, c.kind == HK_FILE ? &v : NULL, e->id + 2);
 }
 
 static int list_path(struct lister *l, const char *dir, uint64_t after)

@@ -87,19 +87,27 @@ PY
 
 check_manifest()
 {
-    local n=0 bad=0 h p
-    while read -r h p; do
-        n=$((n + 1))
-        if [ ! -f "$MNT$p" ] || [ "$(sha256sum <"$MNT$p" | awk '{print $1}')" != "$h" ]; then
-            bad=$((bad + 1))
-            log "lost or wrong after the crash: $p"
-        fi
-    done <"$MANIFEST"
-    [ "$bad" -eq 0 ] || fail "$bad of $n fsync'd files lost or wrong after kill -9 $1"
-    while read -r p; do
-        [ ! -e "$MNT$p" ] || fail "a file whose removal was fsync'd is back after kill -9 $1: $p"
-    done <"$GONE"
-    log "kill $1: all $n fsync'd files exact, $(wc -l <"$GONE") removals kept"
+    python3 - "$MNT" "$MANIFEST" "$GONE" "$1" <<'PY' || fail "fsync'd files lost or wrong after kill -9 $1"
+import hashlib, os, sys
+mnt, manifest, gone, k = sys.argv[1:5]
+bad = n = 0
+for line in open(manifest):
+    h, p = line.rstrip("\n").split("  ", 1)
+    n += 1
+    try:
+        ok = hashlib.sha256(open(mnt + p, "rb").read()).hexdigest() == h
+    except OSError:
+        ok = False
+    if not ok:
+        bad += 1
+        print(f"t_smallsync: lost or wrong after kill {k}: {p}")
+back = [p for p in open(gone).read().split() if os.path.lexists(mnt + p)]
+for p in back:
+    print(f"t_smallsync: removal fsync'd before kill {k} undone: {p}")
+print(f"t_smallsync: kill {k}: {n - bad} of {n} fsync'd files exact, "
+      f"{len(open(gone).read().split()) - len(back)} removals kept")
+sys.exit(1 if bad or back else 0)
+PY
 }
 
 mount_fs
