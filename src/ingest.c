@@ -616,7 +616,9 @@ static void end_write(struct store *st, struct node *n, int rc)
     if (n->mode == NODE_STAGE) {
         close(n->stage_fd);
         n->stage_fd = -1;
-        if (rc == 0) store_stage_remove(st, n->ino);
+        /* The staging file goes only once its commit is in meta.db, not
+        ** just in an open group (fsmeta_group). */
+        if (rc == 0 && fsmeta_flush(st->meta, 0) == 0) store_stage_remove(st, n->ino);
     }
     drop_stream(n);
     pthread_mutex_lock(&n->cmu);
