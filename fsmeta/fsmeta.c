@@ -24,6 +24,8 @@ const char *const fsm_core_sql[S_COUNT] = {
                   "atime=?8,mtime=?9,ctime=?10 WHERE ino=?1",
     [S_MKINODE] = "INSERT INTO inode(mode,uid,gid,nlink,size,rdev,atime,mtime,ctime,"
                   "target) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10)",
+    [S_MKINODEAT] = "INSERT INTO inode(mode,uid,gid,nlink,size,rdev,atime,mtime,ctime,ino) "
+                    "VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10)",
     [S_RMINODE] = "DELETE FROM inode WHERE ino=?1",
     [S_RMXATTRS] = "DELETE FROM xattr WHERE ino=?1",
     [S_READLINK] = "SELECT target FROM inode WHERE ino=?1",
@@ -79,8 +81,10 @@ const char *const fsm_core_sql[S_COUNT] = {
                      "WHERE ino=?1",
     [S_NEXTSEQ] = "SELECT coalesce(max(seq),0)+1 FROM change",
     [S_CHANGEINS] = "INSERT INTO change(seq,time) VALUES(?1,?2)",
-    [S_VERINS] = "INSERT INTO version(ino,seq,size,mtime,mode,uid,gid,stored,state) "
-                 "SELECT ino,?2,?3,?4,mode,uid,gid,?5,?6 FROM inode WHERE ino=?1",
+    [S_VERINS] = "INSERT INTO version(ino,seq,size,mtime,mode,uid,gid,stored,state,manifest) "
+                 "SELECT ino,?2,?3,?4,mode,uid,gid,?5,?6,?7 FROM inode WHERE ino=?1",
+    [S_VERMANI] = "SELECT manifest FROM version WHERE id=?1",
+    [S_VERUNMANI] = "UPDATE version SET manifest=0 WHERE id=?1",
     [S_VERCUR] = "SELECT v.id,v.state FROM inode i JOIN version v ON v.id=i.ver "
                  "WHERE i.ino=?1",
     [S_VEREXTDEL] = "DELETE FROM extent WHERE ver=?1",
@@ -198,6 +202,16 @@ static int upgrade_to_4_pre(fsmeta *m)
     return 0;
 }
 
+/* Format 6: versions name their manifest (src/manifest.h). Before the
+** schema, whose index on the column needs it. */
+static int upgrade_to_6_pre(fsmeta *m)
+{
+    if (!compiles(m, "SELECT 1 FROM version") || compiles(m, "SELECT manifest FROM version"))
+        return 0;
+    ck_log(CK_LOG_INFO, "upgrading the store's metadata to format 6");
+    return exec(m, "ALTER TABLE version ADD COLUMN manifest INTEGER NOT NULL DEFAULT 0;");
+}
+
 /* After the schema (and format 3): tensors move to their inode's current
 ** version, and versions learn their inode's family. */
 static int upgrade_to_4(fsmeta *m)
@@ -232,8 +246,8 @@ static int prepare_all(fsmeta *m)
         int rc = sqlite3_prepare_v3(m->db, sql, -1, SQLITE_PREPARE_PERSISTENT,
                                     &m->st[i], NULL);
         if (rc != SQLITE_OK) {
-            if (m->readonly && i >= S_VERGET)
-                ck_log(CK_LOG_ERR, "store metadata predates format 5: mount it "
+            if (m->readonly)
+                ck_log(CK_LOG_ERR, "store metadata predates format 6: mount it "
                        "read-write once to upgrade it");
             return sql_err(m, rc);
         }
@@ -315,6 +329,7 @@ int fsmeta_open(const char *path, int readonly, uint32_t root_uid,
         if (rc == 0 && stamp) rc = exec(m, pragma);
         if (rc == 0) rc = upgrade_to_2(m);
         if (rc == 0) rc = upgrade_to_4_pre(m);
+        if (rc == 0) rc = upgrade_to_6_pre(m);
         if (rc == 0) rc = exec(m, fsmeta_schema_sql);
         if (rc == 0) rc = upgrade_to_3(m);
         if (rc == 0) rc = upgrade_to_4(m);
@@ -577,6 +592,25 @@ int fsmeta_mkinode(fsmeta *m, struct fsm_attr *a, const void *target, size_t tle
     return rc;
 }
 
+int fsmeta_mkinode_at(fsmeta *m, const struct fsm_attr *a)
+{
+    lock(m);
+    sqlite3_stmt *s = stmt(m, S_MKINODEAT);
+    bind_attr(s, a, 1);
+    bind_i64(s, 10, (int64_t)a->ino);
+    int rc = run(m, s);
+    unlock(m);
+    return rc;
+}
+
+int fsmeta_chunk_add(fsmeta *m, struct fsm_chunk *c)
+{
+    lock(m);
+    int rc = fsm_add_chunk(m, c);
+    unlock(m);
+    return rc;
+}
+
 static int create_in(fsmeta *m, uint64_t parent, const char *name, struct fsm_attr *a,
                      const char *target)
 {
@@ -646,6 +680,15 @@ int fsm_release_version(fsmeta *m, uint64_t ver)
     for (size_t i = 0; rc == 0 && i < n; i++) rc = fsm_chunk_ref(m, ext[i].c.id, -1);
     free(ext);
     CK_TRY(rc);
+    uint64_t mani = 0;
+    sqlite3_stmt *q = stmt(m, S_VERMANI);
+    bind_i64(q, 1, (int64_t)ver);
+    rc = step_id(m, q, &mani);
+    if (rc < 0 && rc != -ENOENT) return rc;
+    if (mani) {
+        CK_TRY(fsm_chunk_ref(m, mani, -1));
+        CK_TRY(run_id(m, S_VERUNMANI, ver));
+    }
     CK_TRY(run_id(m, S_TDEL, ver));
     sqlite3_stmt *s = stmt(m, S_VEREXTDEL);
     bind_i64(s, 1, (int64_t)ver);
@@ -934,11 +977,24 @@ static int provisional_of(fsmeta *m, uint64_t ino, uint64_t *ver)
 /* A new version of ino holding ext[0..n): chunks referenced before the
 ** provisional version it replaces (if any) is released, so a chunk kept by
 ** both never passes through a zero count. */
+int fsmeta_provisional(fsmeta *m, uint64_t ino)
+{
+    uint64_t ver;
+    lock(m);
+    int rc = provisional_of(m, ino, &ver);
+    unlock(m);
+    return rc < 0 ? rc : ver != 0;
+}
+
 static int put_version(fsmeta *m, uint64_t ino, struct fsm_extent *ext, size_t n,
                        uint64_t size, int64_t mtime, int provisional,
-                       uint64_t *ver, uint64_t *stored)
+                       struct fsm_chunk *manifest, uint64_t *ver, uint64_t *stored)
 {
     *stored = 0;
+    if (manifest) {
+        CK_TRY(fsm_add_chunk(m, manifest));
+        CK_TRY(fsm_chunk_ref(m, manifest->id, 1));
+    }
     for (size_t i = 0; i < n; i++) {
         if (ext[i].c.id == 0) {
             CK_TRY(fsm_add_chunk(m, &ext[i].c));
@@ -956,6 +1012,7 @@ static int put_version(fsmeta *m, uint64_t ino, struct fsm_extent *ext, size_t n
     bind_i64(s, 4, mtime);
     bind_i64(s, 5, (int64_t)*stored);
     bind_i64(s, 6, provisional ? FSM_VER_PROVISIONAL : FSM_VER_KEPT);
+    bind_i64(s, 7, manifest ? (int64_t)manifest->id : 0);
     CK_TRY(run(m, s));
     if (sqlite3_changes(m->db) == 0) return -ENOENT;
     *ver = (uint64_t)sqlite3_last_insert_rowid(m->db);
@@ -974,11 +1031,12 @@ static int put_version(fsmeta *m, uint64_t ino, struct fsm_extent *ext, size_t n
 }
 
 int fsmeta_set_content(fsmeta *m, uint64_t ino, struct fsm_extent *ext, size_t n,
-                       uint64_t size, int64_t mtime, int64_t ctime, int provisional)
+                       uint64_t size, int64_t mtime, int64_t ctime, int provisional,
+                       struct fsm_chunk *manifest)
 {
     CK_TRY(fsmeta_begin(m, 0));
     uint64_t stored, ver;
-    int rc = put_version(m, ino, ext, n, size, mtime, provisional, &ver, &stored);
+    int rc = put_version(m, ino, ext, n, size, mtime, provisional, manifest, &ver, &stored);
     if (rc == 0) {
         sqlite3_stmt *s = stmt(m, S_SETCONTENT);
         bind_i64(s, 1, (int64_t)ino);

@@ -131,6 +131,10 @@ int fsmeta_getattr(fsmeta *m, uint64_t ino, struct fsm_attr *a);
 int fsmeta_setattr(fsmeta *m, const struct fsm_attr *a);
 /* Insert a new inode from a (ino ignored, set on return); target for symlinks. */
 int fsmeta_mkinode(fsmeta *m, struct fsm_attr *a, const void *target, size_t tlen);
+/* Insert an inode numbered a->ino (ckptctl rebuild: numbers from the packs). */
+int fsmeta_mkinode_at(fsmeta *m, const struct fsm_attr *a);
+/* Insert chunk c (refs 0; its base, if any, inserted before) and set c->id. */
+int fsmeta_chunk_add(fsmeta *m, struct fsm_chunk *c);
 /* The one extended attribute a new file or directory inherits from the
 ** directory it is created in (src/policy.h). */
 #define FSMETA_INHERITED_XATTR "user.ckptfs.policy"
@@ -180,10 +184,16 @@ int fsmeta_extents(fsmeta *m, uint64_t ino, struct fsm_extent **out, size_t *n);
 ** and their ids written back. Also writes size, mtime, ctime and stored. The
 ** previous version stays as history, unless it was provisional. provisional:
 ** the file is still being written (an fsync), so the next commit replaces
-** this version instead of keeping it. */
+** this version instead of keeping it. manifest (NULL: none): the pack record
+** describing this commit (src/manifest.h), inserted as a chunk the version
+** holds a reference on. */
 int fsmeta_set_content(fsmeta *m, uint64_t ino, struct fsm_extent *ext, size_t n,
-                       uint64_t size, int64_t mtime, int64_t ctime, int provisional);
+                       uint64_t size, int64_t mtime, int64_t ctime, int provisional,
+                       struct fsm_chunk *manifest);
 
+/* 1 if ino's current version is provisional (the next commit replaces it),
+** else 0. */
+int fsmeta_provisional(fsmeta *m, uint64_t ino);
 /* Make a provisional current version of ino a kept one. */
 int fsmeta_keep_current(fsmeta *m, uint64_t ino);
 

@@ -18,7 +18,8 @@ const char *const fsm_check_sql[S_COUNT] = {
     [S_CHUNKMOVE] = "UPDATE chunk SET pack=?2,off=?3 WHERE id=?1",
     [S_ALLCHUNKS] = "SELECT id,pack,off,raw_len,stored_len,codec,hash,base,depth,chain,"
                     "refs FROM chunk ORDER BY pack,off",
-    [S_EXTCOUNT] = "SELECT chunk,count(*) FROM extent GROUP BY chunk ORDER BY chunk",
+    [S_EXTCOUNT] = "SELECT chunk,count(*) FROM (SELECT chunk FROM extent UNION ALL "
+                   "SELECT manifest FROM version WHERE manifest<>0) GROUP BY chunk ORDER BY chunk",
     [S_SETREFS] = "UPDATE chunk SET refs=?2,dead=CASE WHEN ?2=0 THEN ?3 ELSE 0 END "
                   "WHERE id=?1",
     /* Deltas some extent uses against a base no extent uses; with the

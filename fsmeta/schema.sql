@@ -1,4 +1,4 @@
--- schema.sql: the ckptfs metadata schema (STORE/meta.db), format version 5.
+-- schema.sql: the ckptfs metadata schema (STORE/meta.db), format version 6.
 -- Compiled into the binaries; fsmeta.c is the only code that speaks SQL.
 -- Times are nanoseconds since the epoch. Names and link targets are BLOBs:
 -- file names are bytes, not text.
@@ -51,7 +51,8 @@ CREATE TABLE IF NOT EXISTS xattr (
 ) WITHOUT ROWID;
 
 -- One row per pack record. refs counts the extents that use the chunk plus
--- the live chunks that are deltas against it. A chunk at zero refs is
+-- the live chunks that are deltas against it, plus the versions whose
+-- manifest it is. A chunk at zero refs is
 -- garbage: it holds no reference on its base, and it comes back to life
 -- (taking that reference again) if a new delta names it as its base, which
 -- an ingest that started before it died may do. Reclaiming garbage is gc's.
@@ -123,8 +124,12 @@ CREATE TABLE IF NOT EXISTS version (
                                         -- version exists); 1 re-encoded under
                                         -- policy; 2 nothing to re-encode; 3 to
                                         -- re-encode now (policy ",newest")
-    err     REAL                        -- then: relative L2 error of the
+    err     REAL,                       -- then: relative L2 error of the
                                         -- re-encoded tensors (rebuilt vs exact)
+    manifest INTEGER NOT NULL DEFAULT 0 -- chunk.id of the record of this
+                                        -- commit in the packs (src/manifest.h),
+                                        -- which holds a reference on it; 0:
+                                        -- none (older stores, pruned)
 );
 CREATE INDEX IF NOT EXISTS version_ino ON version (ino, seq);
 -- The recoder's queue: versions waiting for their policy.

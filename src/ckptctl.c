@@ -10,13 +10,15 @@
 **                  [--keep-within DURATION] STORE
 **   ckptctl gc     [--json] [--grace DURATION] [--threshold PERCENT] STORE
 **   ckptctl import [--json] STORE DIR [DEST]
+**   ckptctl recode [--json] STORE
+**   ckptctl rebuild [--json] STORE
 **
 ** Reading commands open the store read-only and work beside a live mount
 ** (SQLite WAL lets them read while the daemon writes). prune changes only
 ** metadata, through SQLite transactions, so it works beside a mount too.
 ** gc beside a mount asks the mount's daemon to run it (ctl.h) and waits;
 ** unmounted, it takes the store lock and runs here. fsck --repair, import
-** and recode need the store unmounted: they take its lock.
+** recode and rebuild need the store unmounted: they take its lock.
 ** Beside a mount, a command first fsyncs the mount's root so files closed
 ** there have their background commits paid (ckptfs(1), write-behind).
 **
@@ -29,6 +31,7 @@
 #include "gc.h"
 #include "history.h"
 #include "import.h"
+#include "rebuild.h"
 #include "recode.h"
 #include "reverse.h"
 #include "store.h"
@@ -78,13 +81,17 @@ static const char usage_text[] =
     "         would store it\n"
     "  recode [--json] STORE\n"
     "         re-encode now the versions a lossy policy has made due (what a\n"
-    "         mount does in the background)\n\n"
+    "         mount does in the background)\n"
+    "  rebuild [--json] STORE\n"
+    "         make the metadata anew from the packs alone (meta.db lost, or\n"
+    "         older than the packs): the old one is kept beside it as\n"
+    "         meta.db.before-rebuild-TIME\n\n"
     "options:\n"
     "  -h, --help      this help (also after a command)\n"
     "  -V, --version   print the version\n\n"
     "exit status: 0 success, 1 failure, 2 usage error, 3 problems found\n"
-    "(verify, fsck), 4 store mounted (fsck --repair, import, recode need\n"
-    "it not)\n";
+    "(verify, fsck), 4 store mounted (fsck --repair, import, recode,\n"
+    "rebuild need it not)\n";
 
 struct opts {
     int json, files, repair, dry_run;
@@ -383,7 +390,8 @@ static int check_one(void *ctx, const struct fsm_chunk *c)
     struct scan *s = ctx;
     int rc;
     if (s->headers_only) {
-        struct pack_rec r = {c->codec, c->raw_len, c->stored_len, c->hash};
+        struct pack_rec r = {.codec = c->codec, .raw_len = c->raw_len,
+                             .stored_len = c->stored_len, .hash = c->hash};
         rc = pack_check(s->st->packs, c->pack, c->off, &r);
         if (rc < 0) report_bad(s, c, rc, "pack record missing or not the one expected");
     } else {
@@ -583,6 +591,28 @@ static int cmd_recode(struct store *st, const struct opts *o)
     return 0;
 }
 
+static int cmd_rebuild(struct store *st, const struct opts *o)
+{
+    struct rebuild_report r;
+    CK_TRY(rebuild_store(st, &r));
+    if (o->json) {
+        printf("{\"packs\": %llu, \"records\": %llu, \"skipped_bytes\": %llu, "
+               "\"manifests\": %llu, \"files\": %llu, \"versions\": %llu, "
+               "\"incomplete\": %llu, \"lost_found\": %llu, \"old_metadata\": \"%s\"}\n",
+               U(r.packs), U(r.records), U(r.skipped_bytes), U(r.manifests), U(r.files),
+               U(r.versions), U(r.incomplete), U(r.lost_found), st->meta_aside);
+        return 0;
+    }
+    printf("rebuilt %s from %llu packs (%llu records, %llu bytes of damage skipped):\n"
+           "%llu files, %llu versions from %llu manifests", st->path, U(r.packs),
+           U(r.records), U(r.skipped_bytes), U(r.files), U(r.versions), U(r.manifests));
+    if (r.incomplete) printf("; %llu versions lost (blocks missing)", U(r.incomplete));
+    if (r.lost_found) printf("; %llu files in /lost+found (name taken)", U(r.lost_found));
+    printf("\n");
+    if (st->meta_aside[0]) printf("the old metadata is kept as %s/%s\n", st->path, st->meta_aside);
+    return 0;
+}
+
 /* ---- main ---- */
 
 struct command {
@@ -595,6 +625,7 @@ static const struct command commands[] = {
     {"stats", 0, 0, RO},  {"log", 1, 1, RO},    {"cat", 1, 1, RO},
     {"verify", 0, 0, RO}, {"fsck", 0, 0, RO},   {"prune", 0, 0, SHARED},
     {"gc", 0, 0, EXCL},   {"import", 1, 2, EXCL}, {"recode", 0, 0, EXCL},
+    {"rebuild", 0, 0, EXCL},
 };
 
 /* Options before the command (stop at it), then anywhere after it. */
@@ -678,6 +709,7 @@ static int busy(const char *path, const char *cmd)
         : !strcmp(cmd, "fsck")   ? "fsck --repair needs it unmounted (fsck without --repair "
                                    "works beside the mount)"
         : !strcmp(cmd, "gc")     ? "its daemon did not answer on STORE/" CTL_SOCKET
+        : !strcmp(cmd, "rebuild") ? "unmount it first (a mount's metadata is in use)"
                                  : "unmount it first";
     return fail(EX_BUSY, "store %s is mounted (its lock is held); %s", path, hint);
 }
@@ -691,6 +723,7 @@ static int open_store(const char *path, const char *cmd, int mode, int create,
     store_default_opts(&so);
     so.readonly = mode == RO;
     so.shared = mode == SHARED;
+    so.rebuild = !strcmp(cmd, "rebuild");
     int rc;
     struct stat sb;
     if (stat(path, &sb) < 0 || !S_ISDIR(sb.st_mode))
@@ -718,6 +751,7 @@ static int run(const struct command *c, struct store *st, struct opts *o, char *
     if (!strcmp(n, "prune")) return cmd_prune(st, o);
     if (!strcmp(n, "gc")) return cmd_gc(st, o);
     if (!strcmp(n, "recode")) return cmd_recode(st, o);
+    if (!strcmp(n, "rebuild")) return cmd_rebuild(st, o);
     return cmd_import(st, o, args[0], args[1] ? args[1] : "/");
 }
 
@@ -743,7 +777,7 @@ int main(int argc, char **argv)
     int access = c->access;
     if (!strcmp(c->name, "fsck") && o.repair) access = EXCL;
     struct store *st;
-    int create = !strcmp(c->name, "import");
+    int create = !strcmp(c->name, "import") || !strcmp(c->name, "rebuild");
     if (access != EXCL) settle_mount(argv[optind]);
     if (!strcmp(c->name, "gc") && (rc = gc_mounted(argv[optind], &o)) != EX_BUSY) return rc;
     if ((rc = open_store(argv[optind], c->name, access, create, &st)) != EX_OK) return rc;

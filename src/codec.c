@@ -210,6 +210,15 @@ int codec_encode(const void *raw, size_t raw_len, void *dst, size_t cap, int lev
     return encode_plain(raw, raw_len, dst, cap, level, codec, stored_len);
 }
 
+int codec_base_hash(uint8_t codec, const void *src, size_t stored_len, uint64_t *hash)
+{
+    if (!codec_needs_base(codec, src, stored_len)) return 0;
+    size_t at = codec == CODEC_LOSSY ? 8 : 4; /* after the form's own header */
+    if (stored_len < at + 8) return -EIO;
+    *hash = ck_get64((const uint8_t *)src + at);
+    return 1;
+}
+
 int codec_needs_base(uint8_t codec, const void *src, size_t stored_len)
 {
     if (codec == CODEC_LOSSY) return lossy_needs_base(src, stored_len);

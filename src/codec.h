@@ -77,6 +77,10 @@ int codec_decode_based(uint8_t codec, const void *src, size_t stored_len, void *
                        size_t raw_len, const uint8_t *base, size_t base_len,
                        uint64_t base_hash);
 
+/* The XXH3-64 of the base a stored form names: 1 and *hash if it is a
+** delta, 0 if it needs no base, -EIO if too short to say. */
+int codec_base_hash(uint8_t codec, const void *src, size_t stored_len, uint64_t *hash);
+
 /* True when a stored form needs its base block to decode. */
 int codec_needs_base(uint8_t codec, const void *src, size_t stored_len);
 

@@ -54,6 +54,11 @@ static inline int ck_grow(void **v, size_t *cap, size_t len, size_t sz)
 }
 
 /* Little-endian stores and loads, for on-disk headers. */
+static inline void ck_put16(uint8_t *p, uint16_t v)
+{
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+}
 static inline void ck_put32(uint8_t *p, uint32_t v)
 {
     for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));

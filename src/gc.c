@@ -152,7 +152,8 @@ static int move_records(struct store *st, const struct fsm_chunk *c, size_t n)
     int rc = to_pack && to_off ? 0 : -ENOMEM;
     for (size_t i = 0; rc == 0 && i < n; i++) {
         yield_to_writers(st);
-        struct pack_rec r = {c[i].codec, c[i].raw_len, c[i].stored_len, c[i].hash};
+        struct pack_rec r = {.codec = c[i].codec, .raw_len = c[i].raw_len,
+                             .stored_len = c[i].stored_len, .hash = c[i].hash};
         void *buf = malloc(r.stored_len ? r.stored_len : 1);
         rc = buf ? pack_read(st->packs, c[i].pack, c[i].off, &r, buf) : -ENOMEM;
         if (rc == 0)

@@ -10,6 +10,7 @@
 #include "bbuf.h"
 #include "common.h"
 #include "cutter.h"
+#include "manifest.h"
 #include "xbase.h"
 
 #include <assert.h>
@@ -552,6 +553,40 @@ static const char *policy_of(struct store *st, struct node *n, char *buf, size_t
     return text;
 }
 
+/* Append the manifest of the commit of v[0..k) (manifest.h) to the packs:
+** *out, or out->raw_len 0 when the file has no path to record (removed
+** while open, or a path too long for one). */
+static int put_manifest(struct store *st, struct node *n, const struct fsm_extent *v,
+                        size_t k, int provisional, struct fsm_chunk *out)
+{
+    static _Thread_local struct manifest mf; /* 4 KiB of path: not on the stack */
+    char path[MANIFEST_PATH_MAX + 2];
+    struct fsm_attr a;
+    out->raw_len = 0;
+    int rc = fsmeta_getattr(st->meta, n->ino, &a);
+    int replaces = rc == 0 ? fsmeta_provisional(st->meta, n->ino) : rc;
+    if (replaces < 0) return replaces;
+    if (fsmeta_path(st->meta, n->ino, path, sizeof path) < 0 || strlen(path) < 2) return 0;
+    mf = (struct manifest){.ino = n->ino, .time = ck_now_ns(), .size = n->size,
+                           .mtime = n->mtime, .ctime = n->ctime, .mode = a.mode, .uid = a.uid,
+                           .gid = a.gid,
+                           .flags = (provisional ? MANIFEST_PROVISIONAL : 0) |
+                                    (replaces ? MANIFEST_REPLACES : 0),
+                           .n = (uint32_t)k};
+    memcpy(mf.path, path + 1, strlen(path)); /* without the leading '/' */
+    size_t len = manifest_size(strlen(mf.path), mf.n);
+    mf.ext = malloc(k ? k * sizeof *mf.ext : 1);
+    uint8_t *buf = malloc(len);
+    rc = mf.ext && buf ? 0 : -ENOMEM;
+    for (size_t i = 0; rc == 0 && i < k; i++)
+        mf.ext[i] = (struct manifest_ext){v[i].file_off, v[i].c.raw_len, v[i].c.hash};
+    long w = rc == 0 ? manifest_encode(&mf, buf, len) : rc;
+    rc = w < 0 ? (int)w : store_put_manifest(st, buf, (size_t)w, out);
+    free(mf.ext);
+    free(buf);
+    return rc;
+}
+
 static int commit_dirty(struct store *st, struct node *n, int durable, int provisional)
 {
     /* A staging body outlives the commit while the file stays open, and is
@@ -563,11 +598,16 @@ static int commit_dirty(struct store *st, struct node *n, int durable, int provi
     struct fsm_extent *v = NULL;
     size_t k = 0;
     if (rc == 0) rc = gather(st, n, durable, &v, &k);
-    if (rc < 0) return rc;
+    struct fsm_chunk mani;
+    if (rc == 0) rc = put_manifest(st, n, v, k, provisional, &mani);
+    if (rc < 0) {
+        free(v);
+        return rc;
+    }
     rc = fsmeta_begin(st->meta, durable);
     if (rc == 0) {
         rc = fsmeta_set_content(st->meta, n->ino, v, k, n->size, n->mtime, n->ctime,
-                                provisional);
+                                provisional, mani.raw_len ? &mani : NULL);
         if (rc == 0 && n->cut) {
             size_t nt;
             const struct fsm_tensor *t = cutter_tensors(n->cut, &nt);

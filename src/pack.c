@@ -55,6 +55,7 @@ void pack_rec_encode(const struct pack_rec *r, uint8_t h[PACK_REC_HDR])
     memcpy(h, rec_magic, 4);
     h[4] = PACK_VERSION;
     h[5] = r->codec;
+    h[6] = r->flags;
     ck_put32(h + 8, r->raw_len);
     ck_put32(h + 12, r->stored_len);
     ck_put64(h + 16, r->hash);
@@ -66,6 +67,7 @@ int pack_rec_decode(const uint8_t h[PACK_REC_HDR], struct pack_rec *r)
     if (memcmp(h, rec_magic, 4) != 0 || h[4] != PACK_VERSION) return -EIO;
     if (ck_get32(h + 24) != XXH32(h, 24, 0)) return -EIO;
     r->codec = h[5];
+    r->flags = h[6];
     r->raw_len = ck_get32(h + 8);
     r->stored_len = ck_get32(h + 12);
     r->hash = ck_get64(h + 16);
@@ -464,8 +466,7 @@ int pack_remove(packset *ps, uint32_t id)
     return rc;
 }
 
-int pack_read(packset *ps, uint32_t id, uint64_t off,
-              const struct pack_rec *expect, void *buf)
+int pack_read(packset *ps, uint32_t id, uint64_t off, struct pack_rec *expect, void *buf)
 {
     int fd;
     CK_TRY(fd_hold(ps, id, &fd));
@@ -478,8 +479,9 @@ int pack_read(packset *ps, uint32_t id, uint64_t off,
     int rc = n < 0 ? -errno : 0;
     fd_release(ps);
     CK_TRY(rc);
-    if ((size_t)n != sizeof h + expect->stored_len) return -EIO;
-    return rec_matches(h, expect) ? 0 : -EIO;
+    if ((size_t)n != sizeof h + expect->stored_len || !rec_matches(h, expect)) return -EIO;
+    expect->flags = h[6];
+    return 0;
 }
 
 #if !defined(SYS_cachestat) && (defined(__x86_64__) || defined(__aarch64__))
@@ -637,4 +639,66 @@ int pack_scan(packset *ps, uint32_t id, pack_scan_cb cb, void *ctx,
         off += PACK_REC_HDR + (uint64_t)r.stored_len;
     }
     return 0;
+}
+
+/* The first offset in [from, size) where a valid record header starts that
+** fits in the file, or size. Used past damage: a torn append may be
+** followed by complete records others wrote. */
+static uint64_t next_header(int fd, uint64_t from, uint64_t size)
+{
+    enum { WIN = 1 << 16 };
+    static _Thread_local uint8_t w[WIN + PACK_REC_HDR];
+    for (uint64_t at = from; at + PACK_REC_HDR <= size; at += WIN) {
+        size_t n = (size_t)CK_MIN((uint64_t)sizeof w, size - at);
+        if (ck_pread_full(fd, w, n, at) < 0) return size;
+        for (size_t i = 0; i + PACK_REC_HDR <= n && i < WIN; i++) {
+            struct pack_rec r;
+            if (w[i] == rec_magic[0] && memcmp(w + i, rec_magic, 4) == 0 &&
+                pack_rec_decode(w + i, &r) == 0 &&
+                size - (at + i) - PACK_REC_HDR >= r.stored_len)
+                return at + i;
+        }
+    }
+    return size;
+}
+
+int pack_scan_all(packset *ps, uint32_t id, pack_scan_cb cb, void *ctx, uint64_t *skipped)
+{
+    int fd;
+    uint64_t size;
+    *skipped = 0;
+    CK_TRY(pack_size(ps, id, &size));
+    CK_TRY(get_fd(ps, id, &fd));
+    uint8_t h[PACK_FILE_HDR];
+    if (size < PACK_FILE_HDR || ck_pread_full(fd, h, sizeof h, 0) < 0 ||
+        memcmp(h, file_magic, 8) != 0 || ck_get32(h + 12) != id)
+        return -EIO;
+    uint64_t off = PACK_FILE_HDR;
+    while (off < size) {
+        uint8_t rh[PACK_REC_HDR];
+        struct pack_rec r;
+        if (size - off < PACK_REC_HDR || ck_pread_full(fd, rh, sizeof rh, off) < 0 ||
+            pack_rec_decode(rh, &r) < 0 || size - off - PACK_REC_HDR < r.stored_len) {
+            uint64_t next = off + skip_padding(fd, off, size);
+            if (next == off) {
+                next = next_header(fd, off + 1, size);
+                *skipped += next - off;
+            }
+            off = next;
+            continue;
+        }
+        int stop = cb(ctx, off, &r);
+        if (stop) return stop < 0 ? stop : 0;
+        off += PACK_REC_HDR + (uint64_t)r.stored_len;
+    }
+    return 0;
+}
+
+int pack_peek(packset *ps, uint32_t id, uint64_t off, void *buf, size_t len)
+{
+    int fd;
+    CK_TRY(fd_hold(ps, id, &fd));
+    int rc = ck_pread_full(fd, buf, len, off + PACK_REC_HDR);
+    fd_release(ps);
+    return rc;
 }

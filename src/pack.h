@@ -17,7 +17,9 @@
 **   0   4  magic "CKPR"
 **   4   1  format version (1)
 **   5   1  codec id (codec.h)
-**   6   2  reserved, zero
+**   6   1  flags: bit 0 (PACK_REC_MANIFEST) the record is a manifest
+**           (manifest.h), not a block of a file
+**   7   1  reserved, zero
 **   8   4  raw length, u32 little-endian
 **   12  4  stored length, u32 little-endian
 **   16  8  XXH3-64 of the raw bytes, little-endian
@@ -43,8 +45,11 @@
 #define PACK_REC_HDR 32
 #define PACK_VERSION 1
 
+enum { PACK_REC_MANIFEST = 1 };
+
 struct pack_rec {
     uint8_t codec;
+    uint8_t flags; /* PACK_REC_* */
     uint32_t raw_len;
     uint32_t stored_len;
     uint64_t hash; /* XXH3-64 of the raw bytes */
@@ -94,9 +99,10 @@ int pack_sync_dirty(packset *ps);
 
 /* Read the record at (pack_id, off) into buf (capacity >= r.stored_len) after
 ** checking that its header is valid and matches *expect (codec, lengths,
-** hash). -EIO on any mismatch, short file or bad header. */
-int pack_read(packset *ps, uint32_t pack_id, uint64_t off,
-              const struct pack_rec *expect, void *buf);
+** hash); sets expect->flags from it. -EIO on any mismatch, short file or bad
+** header. */
+int pack_read(packset *ps, uint32_t pack_id, uint64_t off, struct pack_rec *expect,
+              void *buf);
 /* Appending from a frame, a buffer laid out for the disk: aligned to
 ** PACK_FRAME_ALIGN, PACK_REC_HDR bytes of room for the header first, the
 ** payload right after it, at least PACK_FRAME_CAP(stored_len) bytes in all.
@@ -141,6 +147,15 @@ int pack_remove(packset *ps, uint32_t pack_id);
 typedef int (*pack_scan_cb)(void *ctx, uint64_t off, const struct pack_rec *r);
 int pack_scan(packset *ps, uint32_t pack_id, pack_scan_cb cb, void *ctx,
               uint64_t *bad_off);
+
+/* pack_scan that goes on past damage: where no record starts, it looks
+** for the next valid header (a crash can leave a torn record followed by
+** complete ones) and adds the bytes it skipped to *skipped. */
+int pack_scan_all(packset *ps, uint32_t pack_id, pack_scan_cb cb, void *ctx,
+                  uint64_t *skipped);
+/* The first len bytes of the payload of the record at (pack_id, off),
+** unchecked (a scanner's look at a delta's base). */
+int pack_peek(packset *ps, uint32_t pack_id, uint64_t off, void *buf, size_t len);
 
 /* Highest pack id present (0 when none) and the size of one pack file. */
 uint32_t pack_max_id(packset *ps);

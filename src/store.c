@@ -57,12 +57,30 @@ static int sync_packs(void *ctx)
     return st->packs ? pack_sync_dirty(st->packs) : 0;
 }
 
+/* Rename meta.db and its WAL and index to meta.db.before-rebuild-TIME
+** (with -wal and -shm), a database SQLite can still open; under the lock. */
+static int set_meta_aside(struct store *st)
+{
+    if (faccessat(st->dirfd, "meta.db", F_OK, 0) < 0) return errno == ENOENT ? 0 : -errno;
+    snprintf(st->meta_aside, sizeof st->meta_aside, "meta.db.before-rebuild-%lld",
+             (long long)(ck_now_ns() / 1000000000));
+    static const char *const tails[] = {"", "-wal", "-shm"};
+    for (int i = 0; i < 3; i++) {
+        char from[32], to[96];
+        snprintf(from, sizeof from, "meta.db%s", tails[i]);
+        snprintf(to, sizeof to, "%s%s", st->meta_aside, tails[i]);
+        if (renameat(st->dirfd, from, st->dirfd, to) < 0 && errno != ENOENT) return -errno;
+    }
+    return fsync(st->dirfd) < 0 ? -errno : 0;
+}
+
 static int open_parts(struct store *st)
 {
     const struct store_opts *o = &st->o;
     char p[4096];
     int rw = !o->readonly && !o->shared;
     if (rw) CK_TRY(take_lock(st));
+    if (rw && o->rebuild) CK_TRY(set_meta_aside(st));
     CK_TRY(open_subdir(st->dirfd, "staging", rw, &st->stagefd));
     snprintf(p, sizeof p, "%s/meta.db", st->path);
     if (!rw && access(p, F_OK) < 0) return -ENOENT;
@@ -108,7 +126,7 @@ static int store_name(const char *n)
                                         "packs", "staging", "lock", "ctl.sock", NULL};
     for (int i = 0; names[i]; i++)
         if (strcmp(n, names[i]) == 0) return 1;
-    return 0;
+    return strncmp(n, "meta.db.", 8) == 0; /* set aside by a rebuild */
 }
 
 /* Refuse, before anything is written there, a directory that is not a
@@ -134,7 +152,7 @@ static int check_dir(const char *path, const struct store_opts *o)
         snprintf(p, sizeof p, "%s/meta.db", path);
         return fsmeta_probe(p);
     }
-    if (packs) {
+    if (packs && !o->rebuild) {
         snprintf(p, sizeof p, "%s/packs", path);
         DIR *pd = opendir(p);
         int n = 0;
@@ -172,8 +190,8 @@ const char *store_strerror(int rc)
         return "its meta.db is not a ckptfs store's (another program's database, or not "
                "SQLite); left untouched";
     case -ENOMEDIUM:
-        return "it has packs but no meta.db: its metadata is lost (restore meta.db from a "
-               "copy); left untouched";
+        return "it has packs but no meta.db: its metadata is lost; `ckptctl rebuild STORE` "
+               "makes it anew from the packs; left untouched";
     case -ENOTEMPTY:
         return "a directory holding other files is not a store (-o init_nonempty makes "
                "one there anyway); left untouched";
@@ -365,6 +383,16 @@ static int append_block(struct store *st, uint8_t codec, uint8_t *frame, const v
     }
     if (copy) bcache_put(st->cache, bcache_key(c->pack, c->off), copy, raw_len, keep == KEEP_COLD);
     return rc;
+}
+
+int store_put_manifest(struct store *st, const void *raw, size_t len, struct fsm_chunk *c)
+{
+    struct pack_rec r = {.codec = CODEC_RAW, .flags = PACK_REC_MANIFEST,
+                         .raw_len = (uint32_t)len, .stored_len = (uint32_t)len,
+                         .hash = XXH3_64bits(raw, len)};
+    *c = (struct fsm_chunk){.raw_len = r.raw_len, .stored_len = r.stored_len,
+                            .codec = CODEC_RAW, .hash = r.hash, .chain = len};
+    return pack_append(st->packs, &r, raw, &c->pack, &c->off);
 }
 
 /* A new version's block against its predecessor p (pred_only): identical

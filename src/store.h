@@ -45,6 +45,8 @@ struct store_opts {
     int shared;              /* tools beside a live mount: metadata writable
                                 through SQLite; no lock, packs read-only */
     int init_nonempty;       /* make a store in a directory holding other files */
+    int rebuild;             /* set meta.db aside (renamed, with its WAL) and
+                                start an empty one: ckptctl rebuild */
     const char *policy;      /* lossy policy of files without their own
                                 (policy.h canonical text); NULL: lossless */
 };
@@ -82,6 +84,7 @@ struct store {
     void *settle_ctx;
     pthread_mutex_t pin_mu;
     struct store_pin *pins; /* write sessions in progress */
+    char meta_aside[64];    /* rebuild: the name meta.db was given; "" none */
 };
 
 void store_default_opts(struct store_opts *o);
@@ -145,6 +148,9 @@ int store_put_block_own(struct store *st, void *raw, size_t len, const struct st
 int store_put_encoded(struct store *st, uint8_t codec, const void *stored, size_t len,
                       const void *raw, size_t raw_len, const struct fsm_chunk *base,
                       struct fsm_chunk *c);
+/* Append a manifest (manifest.h), raw[0..len), as a record flagged
+** PACK_REC_MANIFEST; fills *c (id 0). Not durable until synced. */
+int store_put_manifest(struct store *st, const void *raw, size_t len, struct fsm_chunk *c);
 /* -ENOSPC unless len more bytes fit on the store's disk beside the
 ** metadata reserve and the bytes queued for the workers. */
 int store_space(struct store *st, uint64_t len);

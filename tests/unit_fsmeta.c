@@ -588,7 +588,7 @@ static void prune_history(fsmeta *m)
 static void set_one(fsmeta *m, uint64_t f, struct fsm_chunk *c)
 {
     struct fsm_extent e = {.file_off = 0, .c = *c};
-    ck_assert_int_eq(fsmeta_set_content(m, f, &e, 1, c->raw_len, 5, 6, 0), 0);
+    ck_assert_int_eq(fsmeta_set_content(m, f, &e, 1, c->raw_len, 5, 6, 0, NULL), 0);
     *c = e.c;
 }
 
@@ -645,8 +645,8 @@ START_TEST(test_tensors_family)
     uint64_t f1 = mkfile(m), f2 = mkfile(m);
     /* Tensors belong to a version: give each file an (empty) one. */
     ck_assert_int_eq(fsmeta_set_tensors(m, f1, "x", NULL, 0, NULL, 0), -ENOENT);
-    ck_assert_int_eq(fsmeta_set_content(m, f1, NULL, 0, 0, 5, 6, 0), 0);
-    ck_assert_int_eq(fsmeta_set_content(m, f2, NULL, 0, 0, 5, 6, 0), 0);
+    ck_assert_int_eq(fsmeta_set_content(m, f1, NULL, 0, 0, 5, 6, 0, NULL), 0);
+    ck_assert_int_eq(fsmeta_set_content(m, f2, NULL, 0, 0, 5, 6, 0, NULL), 0);
     ck_assert_int_eq(fsmeta_link(m, d1, "model.safetensors", f1), 0);
     ck_assert_int_eq(fsmeta_link(m, d2, "model.safetensors", f2), 0);
     char p[256];
@@ -670,7 +670,7 @@ START_TEST(test_tensors_family)
     ck_assert_int_eq(fsmeta_family_latest(m, fam, f1, &got), -ENOENT);
     /* The most recently modified member wins; an unlinked one never does. */
     uint64_t f3 = mkfile(m);
-    ck_assert_int_eq(fsmeta_set_content(m, f3, NULL, 0, 0, 5, 6, 0), 0);
+    ck_assert_int_eq(fsmeta_set_content(m, f3, NULL, 0, 0, 5, 6, 0, NULL), 0);
     ck_assert_int_eq(fsmeta_set_tensors(m, f3, fam, NULL, 0, t, 1), 0);
     struct fsm_attr a3;
     ck_assert_int_eq(fsmeta_getattr(m, f3, &a3), 0);
@@ -715,7 +715,7 @@ START_TEST(test_set_content)
         {.file_off = 100, .c = chunk(2, 16, 100, 40, 1, 0x2222)},
     };
     ck_assert_int_eq(fsmeta_begin(m, 0), 0);
-    ck_assert_int_eq(fsmeta_set_content(m, f, e, 3, 300, 777, 888, 0), 0);
+    ck_assert_int_eq(fsmeta_set_content(m, f, e, 3, 300, 777, 888, 0, NULL), 0);
     ck_assert_int_eq(fsmeta_commit(m), 0);
     for (int i = 0; i < 3; i++) ck_assert_uint_ne(e[i].c.id, 0);
     ck_assert_uint_ne(e[0].c.id, e[1].c.id);
@@ -756,7 +756,7 @@ START_TEST(test_set_content)
         {.file_off = 100, .c = chunk(3, 16, 50, 30, 1, 0x3333)},
     };
     uint64_t kept = e[1].c.id;
-    ck_assert_int_eq(fsmeta_set_content(m, f, e2, 2, 150, 1, 2, 0), 0);
+    ck_assert_int_eq(fsmeta_set_content(m, f, e2, 2, 150, 1, 2, 0, NULL), 0);
     ck_assert_uint_eq(e2[0].c.id, kept);
     ck_assert_uint_ne(e2[1].c.id, 0);
     check_stats(m, 4, 230); /* the first version is history */
@@ -775,9 +775,9 @@ START_TEST(test_set_content)
     /* A chunk shared by two files lives while either uses it. */
     uint64_t g = mkfile(m);
     struct fsm_extent e3[1] = {{.file_off = 0, .c = e2[1].c}};
-    ck_assert_int_eq(fsmeta_set_content(m, g, e3, 1, 50, 1, 2, 0), 0);
+    ck_assert_int_eq(fsmeta_set_content(m, g, e3, 1, 50, 1, 2, 0, NULL), 0);
     check_stats(m, 2, 130);
-    ck_assert_int_eq(fsmeta_set_content(m, f, NULL, 0, 0, 1, 2, 0), 0);
+    ck_assert_int_eq(fsmeta_set_content(m, f, NULL, 0, 0, 1, 2, 0, NULL), 0);
     prune_history(m);
     check_stats(m, 1, 30);
     ck_assert_int_eq(fsmeta_extents(m, f, &out, &n), 0);
@@ -789,7 +789,7 @@ START_TEST(test_set_content)
     ck_assert_int_eq(fsmeta_getattr(m, g, &a), 0);
     ck_assert_uint_eq(a.stored, 30);
     /* Setting the same content again changes nothing. */
-    ck_assert_int_eq(fsmeta_set_content(m, g, e3, 1, 50, 1, 2, 0), 0);
+    ck_assert_int_eq(fsmeta_set_content(m, g, e3, 1, 50, 1, 2, 0, NULL), 0);
     prune_history(m);
     check_stats(m, 1, 30);
     /* Removing the last user, then its history, frees the chunk. */
@@ -848,11 +848,11 @@ START_TEST(test_history)
     ck_assert_int_eq(fsmeta_seq_last(m, &s1), 0);
     ck_assert_uint_gt(s1, s0);
     struct fsm_extent e = {.file_off = 0, .c = c2};
-    ck_assert_int_eq(fsmeta_set_content(m, f, &e, 1, 10, 7, 7, 1), 0); /* fsync */
+    ck_assert_int_eq(fsmeta_set_content(m, f, &e, 1, 10, 7, 7, 1, NULL), 0); /* fsync */
     ck_assert_int_eq(fsmeta_keep_current(m, f), 0);                     /* closed */
     ck_assert_int_eq(fsmeta_seq_last(m, &s2), 0);
-    ck_assert_int_eq(fsmeta_set_content(m, f, &e, 1, 20, 8, 8, 1), 0); /* fsync */
-    ck_assert_int_eq(fsmeta_set_content(m, f, &e, 1, 30, 9, 9, 0), 0); /* replaces it */
+    ck_assert_int_eq(fsmeta_set_content(m, f, &e, 1, 20, 8, 8, 1, NULL), 0); /* fsync */
+    ck_assert_int_eq(fsmeta_set_content(m, f, &e, 1, 30, 9, 9, 0, NULL), 0); /* replaces it */
     ck_assert_int_eq(fsmeta_move(m, FSMETA_ROOT_INO, "a", FSMETA_ROOT_INO, "b"), 0);
     ck_assert_int_eq(fsmeta_seq_last(m, &s3), 0);
     ck_assert_int_eq(fsmeta_unlink(m, FSMETA_ROOT_INO, "b"), 0);
@@ -1028,8 +1028,8 @@ START_TEST(test_purge_orphans)
     ck_assert_int_eq(fsmeta_link(m, FSMETA_ROOT_INO, "live", live), 0);
     struct fsm_extent el[1] = {{0, chunk(1, 16, 10, 10, 0, 1)}};
     struct fsm_extent eo[2] = {{0, chunk(1, 100, 10, 7, 0, 2)}, {10, chunk(1, 200, 10, 5, 0, 3)}};
-    ck_assert_int_eq(fsmeta_set_content(m, live, el, 1, 10, 1, 1, 0), 0);
-    ck_assert_int_eq(fsmeta_set_content(m, orphan, eo, 2, 20, 1, 1, 0), 0);
+    ck_assert_int_eq(fsmeta_set_content(m, live, el, 1, 10, 1, 1, 0, NULL), 0);
+    ck_assert_int_eq(fsmeta_set_content(m, orphan, eo, 2, 20, 1, 1, 0, NULL), 0);
     ck_assert_int_eq(fsmeta_xattr_set(m, orphan, "user.o", "1", 1, 0), 0);
     check_stats(m, 3, 22);
     int files = 0;
@@ -1116,7 +1116,7 @@ START_TEST(test_readonly)
     ck_assert_int_eq(fsmeta_link(m, FSMETA_ROOT_INO, "f", f), 0);
     ck_assert_int_eq(fsmeta_xattr_set(m, f, "user.k", "vv", 2, 0), 0);
     struct fsm_extent e[1] = {{0, chunk(1, 16, 10, 10, 0, 5)}};
-    ck_assert_int_eq(fsmeta_set_content(m, f, e, 1, 10, 1, 1, 0), 0);
+    ck_assert_int_eq(fsmeta_set_content(m, f, e, 1, 10, 1, 1, 0, NULL), 0);
 
     /* Beside a live read-write handle (a tool next to a mount). */
     ck_assert_int_eq(fsmeta_open(path, 1, 0, 0, &ro), 0);

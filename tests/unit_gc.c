@@ -224,7 +224,7 @@ START_TEST(test_pruned_base_rebased)
     ck_assert_int_eq(store_sync_extents(f.st, nv, ne), 0);
     ck_assert_int_eq(fsmeta_begin(f.st->meta, 1), 0);
     int64_t t = ck_now_ns();
-    ck_assert_int_eq(fsmeta_end(f.st->meta, fsmeta_set_content(f.st->meta, n->ino, nv, ne, len, t, t, 0)), 0);
+    ck_assert_int_eq(fsmeta_end(f.st->meta, fsmeta_set_content(f.st->meta, n->ino, nv, ne, len, t, t, 0, NULL)), 0);
     ingest_reload(n);
     ck_assert_uint_gt(deltas_now(&f), 0);
     ck_assert_int_eq(fsmeta_version_prune(f.st->meta, first), 0);

@@ -38,7 +38,7 @@ static void write_version(fsmeta *m, uint64_t ino, uint32_t size, uint64_t tag)
     struct fsm_extent e = {.file_off = 0,
                            .c = {.pack = 1, .off = 16 + tag * 64, .raw_len = size,
                                  .stored_len = size / 2, .hash = tag}};
-    ck_assert_int_eq(fsmeta_set_content(m, ino, &e, 1, size, (int64_t)tag, 1, 0), 0);
+    ck_assert_int_eq(fsmeta_set_content(m, ino, &e, 1, size, (int64_t)tag, 1, 0, NULL), 0);
 }
 
 static void unlink_file(fsmeta *m, uint64_t parent, const char *name, uint64_t ino)

@@ -370,9 +370,9 @@ expect_status 0 "fsck --repair" "$CKPTCTL" fsck --json --repair "$STORE"
 out=$OUT
 [ "$(json_field "$out" found)" -ge 1 ] || fail "fsck --repair found nothing to repair: $out"
 [ "$(json_field "$out" remaining)" -eq 0 ] || fail "fsck --repair did not fix the refcount: $out"
-want=$(sql "SELECT (SELECT count(*) FROM extent WHERE chunk = $victim) + (SELECT count(*) FROM chunk WHERE base = $victim AND refs > 0)")
+want=$(sql "SELECT (SELECT count(*) FROM extent WHERE chunk = $victim) + (SELECT count(*) FROM chunk WHERE base = $victim AND refs > 0) + (SELECT count(*) FROM version WHERE manifest = $victim)")
 [ "$(sql "SELECT refs FROM chunk WHERE id = $victim")" -eq "$want" ] ||
-    fail "chunk $victim's refs are not $want (extents and deltas naming it) after repair"
+    fail "chunk $victim's refs are not $want (extents, deltas and versions naming it) after repair"
 store_clean "after fsck --repair"
 
 log "fsck: a block whose pack record is not where meta.db says"
