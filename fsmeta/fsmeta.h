@@ -375,6 +375,10 @@ int fsmeta_orphan_deltas(fsmeta *m, size_t max, struct fsm_orphan **out, size_t 
 /* Point chunk id at its record's new place (pack compaction). */
 int fsmeta_chunk_move(fsmeta *m, uint64_t id, uint32_t pack, uint64_t off);
 
+/* The pack holding the manifest of the version committed last; -ENOENT if
+** no version has one. Where a mount looks for commits meta.db lost. */
+int fsmeta_last_manifest_pack(fsmeta *m, uint32_t *pack);
+
 /* Metadata consistency. Each problem found is reported through cb (a line
 ** of text); with repair, those that can be repaired are. Returns the number
 ** of problems (>= 0) or an error. */

@@ -25,6 +25,8 @@ const char *const fsm_check_sql[S_COUNT] = {
     /* Deltas some extent uses against a base no extent uses; with the
     ** element width and dtype of the tensor the first such extent lies in. */
     [S_DATAVER] = "PRAGMA data_version",
+    [S_LASTMANI] = "SELECT c.pack FROM version v JOIN chunk c ON c.id=v.manifest "
+                   "WHERE v.manifest<>0 ORDER BY v.id DESC LIMIT 1",
     [S_ORPHANDELTAS] =
         "SELECT d.id,d.pack,d.off,d.raw_len,d.stored_len,d.codec,d.hash,d.base,d.depth,"
         "d.chain,(SELECT t.width||' '||t.dtype FROM extent e JOIN tensor t ON t.ver=e.ver "
@@ -265,5 +267,13 @@ int fsmeta_orphan_deltas(fsmeta *m, size_t max, struct fsm_orphan **out, size_t 
     bind_i64(s, 1, (int64_t)max);
     int rc = fsm_collect(m, s, sizeof **out, orphan_row, (void **)out, n);
     unlock(m);
+    return rc;
+}
+
+int fsmeta_last_manifest_pack(fsmeta *m, uint32_t *pack)
+{
+    int64_t v = 0;
+    int rc = fsm_scalar(m, S_LASTMANI, 0, 0, &v);
+    if (rc == 0) *pack = (uint32_t)v;
     return rc;
 }

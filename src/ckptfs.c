@@ -12,6 +12,7 @@
 #include "fs.h"
 #include "history.h"
 #include "policy.h"
+#include "rebuild.h"
 #include "bg.h"
 #include "commit.h"
 #include "ctl.h"
@@ -217,6 +218,22 @@ static int ctl_gc_request(void *ctx, const struct gc_opts *o, gc_progress_cb cb,
 
 /* The background thread and the control socket (after daemonizing: threads
 ** do not survive the fork). */
+/* Commits the packs hold and meta.db lost come back before anything is
+** served (rebuild.h); said in the log, never silently. */
+static void replay_lost(struct store *st)
+{
+    struct rebuild_report r;
+    int rc = rebuild_replay(st, &r);
+    if (rc < 0)
+        ck_log(CK_LOG_ERR, "cannot look for commits the metadata lost (%s); if files are "
+               "missing, unmount and run ckptctl rebuild %s", strerror(-rc), st->path);
+    else if (r.versions || r.incomplete)
+        ck_log(CK_LOG_WARN, "the metadata had lost %llu commits (a crash, or meta.db-wal "
+               "lost): found in the packs and committed again (%llu new files)%s",
+               (unsigned long long)r.versions, (unsigned long long)r.files,
+               r.incomplete ? "; some named blocks that are gone" : "");
+}
+
 static void start_helpers(struct fs *fs, const struct bg_opts *bo, bg **b, ctl **c)
 {
     int rc = bg_start(fs->st, bo, recode_changed, fs, b);
@@ -249,6 +266,7 @@ static int serve(struct fuse_session *se, struct fuse_cmdline_opts *o, struct fs
     if (rc < 0) ck_log(CK_LOG_ERR, "cannot reopen the metadata: %s", strerror(-rc));
     if (rc == 0) rc = store_start(fs->st);
     if (rc < 0) ck_log(CK_LOG_ERR, "cannot start workers: %s", strerror(-rc));
+    if (rc == 0) replay_lost(fs->st);
     /* A body that cannot be recovered now (a full disk) stays in staging for
     ** the next mount; serve anyway, so the user can free space. */
     if (rc == 0 && fs_recover(fs) < 0)

@@ -24,6 +24,7 @@ struct rec {
     struct fsm_chunk c;  /* id 0 until inserted */
     uint64_t base_hash;  /* the base a delta names; 0: standalone */
     int state;           /* 0 new, 1 inserting, 2 inserted, 3 unusable */
+    int verified;        /* replay: decoded and hash-checked */
 };
 
 struct mani {
@@ -34,7 +35,8 @@ struct mani {
 
 struct scan {
     struct store *st;
-    uint32_t pack;
+    uint32_t pack, from_pack; /* scanning pack; first pack to scan */
+    int replay;               /* rebuild_replay: meta.db has rows already */
     struct rec *r;
     size_t nr, capr;
     struct mani *m;
@@ -108,7 +110,7 @@ static int scan_one(void *ctx, uint64_t off, const struct pack_rec *pr)
 static int scan_packs(struct scan *s)
 {
     uint32_t max = pack_max_id(s->st->packs);
-    for (uint32_t id = 1; id <= max; id++) {
+    for (uint32_t id = s->from_pack ? s->from_pack : 1; id <= max; id++) {
         uint64_t size, skipped = 0;
         if (pack_size(s->st->packs, id, &size) < 0) continue; /* removed by gc */
         s->pack = id;
@@ -138,6 +140,7 @@ static size_t *find_slot(struct index *x, uint64_t h, const struct rec *r)
 /* Better of two records of the same bytes: standalone, then shorter chain. */
 static int better(const struct rec *a, const struct rec *b)
 {
+    if ((a->state == 2) != (b->state == 2)) return a->state == 2; /* meta.db's own */
     if (!a->base_hash != !b->base_hash) return !a->base_hash;
     return a->c.stored_len < b->c.stored_len;
 }
@@ -275,6 +278,19 @@ static int add_version(struct scan *s, struct index *x, struct mani *m)
     return rc;
 }
 
+/* A replay trusts meta.db's blocks, and checks those it adds (a crash may
+** have left a valid header over a torn payload); a rebuild leaves that to
+** ckptctl verify. */
+static int checked(struct scan *s, struct rec *r)
+{
+    if (!s->replay || r->verified) return 0;
+    uint8_t *buf = malloc(r->c.raw_len ? r->c.raw_len : 1);
+    int rc = buf ? store_verify_block(s->st, &r->c, buf) : -ENOMEM;
+    free(buf);
+    r->verified = rc == 0;
+    return rc;
+}
+
 /* Drop (mark with time -1) manifests that cannot be versions: a
 ** provisional one the next commit of its inode replaced, one naming a
 ** missing block. m is sorted by time. */
@@ -283,6 +299,7 @@ static void drop_unusable(struct scan *s, struct index *x)
     for (size_t i = 0; i < s->nm; i++) {
         struct mani *m = &s->m[i];
         int later = 0;
+        if (m->m.time < 0) continue;
         for (size_t j = i + 1; j < s->nm && (m->m.flags & MANIFEST_PROVISIONAL); j++)
             if (s->m[j].m.ino == m->m.ino) {
                 later = (s->m[j].m.flags & MANIFEST_REPLACES) != 0;
@@ -292,7 +309,7 @@ static void drop_unusable(struct scan *s, struct index *x)
         for (uint32_t k = 0; k < m->m.n && complete; k++) {
             struct rec *r = lookup(s, x, m->m.ext[k].hash);
             complete = r && r->c.raw_len == m->m.ext[k].raw_len &&
-                       insert_rec(s, x, r, 0) == 0;
+                       insert_rec(s, x, r, 0) == 0 && checked(s, r) == 0;
         }
         if (!complete) s->rep->incomplete++;
         if (later || !complete) m->m.time = -1;
@@ -336,6 +353,82 @@ static int make_files(struct scan *s, struct index *x)
         CK_TRY(fsmeta_end(meta, add_version(s, x, &s->m[i])));
     }
     return 0;
+}
+
+/* ---- replay ---- */
+
+/* Keep the manifests newer than every version meta.db has of their inode
+** (the rest are its own, moved, pruned or replaced ones); their count. */
+static size_t keep_newer(struct scan *s)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < s->nm; i++) {
+        struct fsm_version v;
+        int rc = fsmeta_version_at(s->st->meta, s->m[i].m.ino, UINT64_MAX, &v);
+        if (rc == 0 && s->m[i].m.time <= v.time) s->m[i].m.time = -1;
+        else n++;
+    }
+    return n;
+}
+
+static int by_place(const void *a, const void *b)
+{
+    const struct rec *x = a, *y = b;
+    if (x->c.pack != y->c.pack) return x->c.pack < y->c.pack ? -1 : 1;
+    return x->c.off < y->c.off ? -1 : x->c.off > y->c.off;
+}
+
+static int add_known(void *ctx, const struct fsm_chunk *c, int64_t refs)
+{
+    (void)refs;
+    struct scan *s = ctx;
+    if (ck_grow((void **)&s->r, &s->capr, s->nr, sizeof *s->r) < 0) return s->err = -ENOMEM;
+    s->r[s->nr++] = (struct rec){.c = *c, .state = 2, .verified = 1};
+    return 0;
+}
+
+/* meta.db's chunk rows join the scanned records (a lost commit may share
+** blocks with kept ones); a scanned record meta.db has is dropped. */
+static int load_known(struct scan *s)
+{
+    size_t scanned = s->nr;
+    CK_TRY(fsmeta_all_chunks(s->st->meta, add_known, s));
+    CK_TRY(s->err);
+    qsort(s->r + scanned, s->nr - scanned, sizeof *s->r, by_place);
+    size_t k = 0;
+    for (size_t i = 0; i < scanned; i++)
+        if (!bsearch(&s->r[i], s->r + scanned, s->nr - scanned, sizeof *s->r, by_place))
+            s->r[k++] = s->r[i];
+    memmove(s->r + k, s->r + scanned, (s->nr - scanned) * sizeof *s->r);
+    s->nr = k + (s->nr - scanned);
+    return 0;
+}
+
+int rebuild_replay(struct store *st, struct rebuild_report *rep)
+{
+    memset(rep, 0, sizeof *rep);
+    uint32_t from = 1;
+    int rc = fsmeta_last_manifest_pack(st->meta, &from);
+    if (rc < 0 && rc != -ENOENT) return rc;
+    struct scan s = {.st = st, .rep = rep, .from_pack = rc == 0 ? from : 1, .replay = 1};
+    struct index x = {0};
+    rc = scan_packs(&s);
+    if (rc == 0 && keep_newer(&s) > 0) {
+        /* Blocks by hash: a standalone record of the same bytes is no
+        ** better than meta.db's own, whose base hash this does not know. */
+        rc = load_known(&s);
+        if (rc == 0) rc = build_index(&s, &x);
+        if (rc == 0) rc = make_files(&s, &x);
+        if (rc == 0) rc = fsmeta_sync(st->meta);
+    }
+    for (size_t i = 0; i < s.nm; i++) {
+        manifest_free(&s.m[i].m);
+        free(s.m[i].path);
+    }
+    free(s.m);
+    free(s.r);
+    free(x.slot);
+    return rc;
 }
 
 int rebuild_store(struct store *st, struct rebuild_report *rep)

@@ -35,4 +35,13 @@ struct rebuild_report {
 /* Rebuild st's (empty) meta.db from st's packs. */
 int rebuild_store(struct store *st, struct rebuild_report *r);
 
+/* At mount: commit again what the packs hold and meta.db lost (a crash
+** within a group commit's interval, a WAL deleted or cut, an older meta.db
+** put back). Scans from the pack of the manifest of the version committed
+** last; a manifest newer than every version meta.db has of its inode is
+** made a version (the inode made and named if meta.db lacks it), once the
+** blocks it names that meta.db lacks are read back and hash-checked.
+** r->versions: how many. */
+int rebuild_replay(struct store *st, struct rebuild_report *r);
+
 #endif

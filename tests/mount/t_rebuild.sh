@@ -9,10 +9,12 @@
 #      ckptctl rebuild;
 #   2. the WAL deleted; 3. the WAL cut to half; 4. cut to 0 bytes;
 #   5. meta.db replaced by a copy taken before the last files were written.
-# In every case `ckptctl rebuild` brings back every fsync'd file byte-exact
-# at its path, with both versions of the file written twice, fsck and
-# verify are clean afterwards, the old metadata is kept beside it, and the
-# store mounts and takes new files.
+# In cases 2-5 the mount itself finds the commits meta.db lost in the packs
+# and commits them again (rebuild_replay), saying so in its log; in every
+# case `ckptctl rebuild` does too. Either way every fsync'd file is back
+# byte-exact at its path, with both versions of the file written twice,
+# fsck and verify are clean afterwards, the old metadata is kept beside it
+# (rebuild), and the store mounts and takes new files.
 set -euo pipefail
 # shellcheck source=tests/lib.sh
 . "$TESTLIB"
@@ -62,10 +64,7 @@ check_rebuilt()
         fail "$1: the old metadata was not kept"
     store_clean "$1: after rebuild"
     mount_fs
-    while read -r f; do same_file "$REF/$f" "$MNT/$f"; done <"$MANIFEST"
-    local vdir=$MNT/.ckptfs/versions/run/config.json
-    [ "$(ls "$vdir" | wc -l)" -eq 2 ] || fail "$1: config.json has $(ls "$vdir" | wc -l) versions"
-    same_file "$T/config.v1" "$vdir/$(ls "$vdir" | head -1)"
+    check_files "$1"
     echo after >"$MNT/run/after.txt"
     umount_fs
     mount_fs
@@ -73,6 +72,26 @@ check_rebuilt()
     umount_fs
     store_clean "$1: after new writes"
     log "$1: rebuilt, $(wc -l <"$MANIFEST") files exact"
+}
+
+# check_files WHAT: the mounted store holds every file of the manifest,
+# and both versions of config.json.
+check_files()
+{
+    while read -r f; do same_file "$REF/$f" "$MNT/$f"; done <"$MANIFEST"
+    local vdir=$MNT/.ckptfs/versions/run/config.json
+    [ "$(ls "$vdir" | wc -l)" -eq 2 ] || fail "$1: config.json has $(ls "$vdir" | wc -l) versions"
+    same_file "$T/config.v1" "$vdir/$(ls "$vdir" | head -1)"
+}
+
+# check_replayed WHAT: the mount alone brings every file back.
+check_replayed()
+{
+    mount_fs
+    check_files "$1 (mount)"
+    umount_fs
+    store_clean "$1: after the mount's replay"
+    log "$1: the mount replayed what meta.db lost"
 }
 
 cp -a "$STORE" "$T/crashed"
@@ -84,25 +103,26 @@ rm -f "$STORE/meta.db" "$STORE/meta.db-wal" "$STORE/meta.db-shm"
 check_fails "mount without meta.db" "ckptctl rebuild" "$CKPTFS" "$STORE" "$MNT"
 check_rebuilt "meta.db deleted"
 
-log "2. WAL deleted"
-restore_crashed
-[ -s "$STORE/meta.db-wal" ] || fail "the crash left no WAL to lose"
-rm -f "$STORE/meta.db-wal"
-check_rebuilt "WAL deleted"
+# damage N: the crashed store, damaged as case N says.
+damage()
+{
+    restore_crashed
+    case $1 in
+    2) [ -s "$STORE/meta.db-wal" ] || fail "the crash left no WAL to lose"
+       rm -f "$STORE/meta.db-wal" ;;
+    3) truncate -s $(($(stat -c %s "$STORE/meta.db-wal") / 2)) "$STORE/meta.db-wal" ;;
+    4) truncate -s 0 "$STORE/meta.db-wal" ;;
+    5) cp "$T/meta.db.early" "$STORE/meta.db"
+       rm -f "$STORE/meta.db-wal" "$STORE/meta.db-shm"
+       [ ! -e "$T/meta.db.early-wal" ] || cp "$T/meta.db.early-wal" "$STORE/meta.db-wal" ;;
+    esac
+}
 
-log "3. WAL cut to half"
-restore_crashed
-truncate -s $(($(stat -c %s "$STORE/meta.db-wal") / 2)) "$STORE/meta.db-wal"
-check_rebuilt "WAL cut to half"
-
-log "4. WAL cut to 0"
-restore_crashed
-truncate -s 0 "$STORE/meta.db-wal"
-check_rebuilt "WAL cut to 0"
-
-log "5. an older meta.db"
-restore_crashed
-cp "$T/meta.db.early" "$STORE/meta.db"
-rm -f "$STORE/meta.db-wal" "$STORE/meta.db-shm"
-[ ! -e "$T/meta.db.early-wal" ] || cp "$T/meta.db.early-wal" "$STORE/meta.db-wal"
-check_rebuilt "older meta.db"
+names=("" "" "WAL deleted" "WAL cut to half" "WAL cut to 0" "older meta.db")
+for c in 2 3 4 5; do
+    log "$c. ${names[$c]}"
+    damage "$c"
+    check_replayed "${names[$c]}"
+    damage "$c"
+    check_rebuilt "${names[$c]}"
+done
