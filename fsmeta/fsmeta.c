@@ -472,6 +472,35 @@ void fsmeta_rollback(fsmeta *m)
     unlock(m);
 }
 
+int fsmeta_backup(fsmeta *m, const char *path)
+{
+    sqlite3 *d = NULL;
+    int rc = sqlite3_open_v2(path, &d, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
+    lock(m);
+    sqlite3_backup *b = rc == SQLITE_OK ? sqlite3_backup_init(d, "main", m->db, "main") : NULL;
+    unlock(m);
+    if (!b) {
+        ck_log(CK_LOG_ERR, "metadata backup to %s: %s", path, d ? sqlite3_errmsg(d) : "?");
+        sqlite3_close(d);
+        return -EIO;
+    }
+    /* A few pages at a time: the daemon's requests go on between steps.
+    ** Each step copies what is committed: the open group goes first. */
+    do {
+        lock(m);
+        rc = m->depth == 0 && m->open && commit_txn(m) < 0 ? SQLITE_IOERR
+                                                           : sqlite3_backup_step(b, 256);
+        unlock(m);
+    } while (rc == SQLITE_OK || rc == SQLITE_BUSY || rc == SQLITE_LOCKED);
+    int frc = sqlite3_backup_finish(b);
+    if (rc == SQLITE_DONE) rc = frc;
+    if (rc != SQLITE_OK && rc != SQLITE_DONE)
+        ck_log(CK_LOG_ERR, "metadata backup to %s: %s", path, sqlite3_errmsg(d));
+    int full = (rc & 0xff) == SQLITE_FULL || sqlite3_system_errno(d) == ENOSPC;
+    sqlite3_close(d);
+    return rc == SQLITE_OK || rc == SQLITE_DONE ? 0 : full ? -ENOSPC : -EIO;
+}
+
 void fsmeta_set_pre_commit(fsmeta *m, int (*fn)(void *ctx), void *ctx)
 {
     lock(m);

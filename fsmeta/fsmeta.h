@@ -110,6 +110,10 @@ int fsmeta_end(fsmeta *m, int rc);
 /* Make every transaction committed so far durable. */
 int fsmeta_sync(fsmeta *m);
 
+/* Copy the committed database to a new SQLite file at path (SQLite's
+** online backup, a few pages at a time beside other work). */
+int fsmeta_backup(fsmeta *m, const char *path);
+
 /* Before every SQLite COMMIT, fn(ctx) runs under the handle's lock: it makes
 ** the data the new rows name durable (the packs), so meta.db never names
 ** bytes a crash could lose. A failure of fn fails the commit. */

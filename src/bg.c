@@ -44,7 +44,8 @@ struct bg {
     int64_t gc_until;  /* reclaim at each interval until then ... */
     int64_t changed_at; /* when something last made garbage */
     int gc_busy;       /* ... or while the last run still found work */
-    time_t next_retain, next_gc;
+    time_t next_retain, next_gc, next_backup;
+    uint64_t backup_seq; /* last change when meta.db was last copied */
     struct req *req;
     pthread_t thread;
     pthread_mutex_t mu;
@@ -165,6 +166,15 @@ static void serve_request(struct bg *b)
     pthread_mutex_unlock(&b->mu);
 }
 
+static void backup_once(struct bg *b)
+{
+    uint64_t seq = 0;
+    if (fsmeta_seq_last(b->st->meta, &seq) < 0 || seq == b->backup_seq) return;
+    int rc = store_backup_meta(b->st, BG_BACKUPS_KEPT);
+    if (rc < 0) ck_log(CK_LOG_WARN, "metadata backup failed: %s", strerror(-rc));
+    else b->backup_seq = seq;
+}
+
 /* The work due now, in order; the lock is not held. 1 if some is left
 ** that should not wait for the next tick. */
 static int tick(struct bg *b)
@@ -179,6 +189,10 @@ static int tick(struct bg *b)
     if (b->o.gc_interval && now >= b->next_gc) {
         gc_once(b);
         b->next_gc = time(NULL) + b->o.gc_interval;
+    }
+    if (b->o.backup_interval && now >= b->next_backup) {
+        backup_once(b);
+        b->next_backup = time(NULL) + b->o.backup_interval;
     }
     return more;
 }
@@ -220,6 +234,7 @@ int bg_start(struct store *st, const struct bg_opts *o, bg_changed_fn changed, v
     if (!b) return -ENOMEM;
     *b = (struct bg){.st = st, .o = *o, .changed = changed, .ctx = ctx};
     b->next_retain = time(NULL) + o->prune_interval;
+    b->next_backup = time(NULL) + o->backup_interval;
     gc_due(b); /* a previous mount may have left garbage */
     pthread_mutex_init(&b->mu, NULL);
     pthread_cond_init(&b->cv, NULL);

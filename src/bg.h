@@ -11,7 +11,8 @@
 **     beside the mount; again until a run finds nothing to do, and once
 **     the store has been quiet for 30 s, more thoroughly (packs up to 90%
 **     live rewritten);
-**   - a reclaim asked for now (bg_gc: ckptctl gc through ctl.h).
+**   - a reclaim asked for now (bg_gc: ckptctl gc through ctl.h);
+**   - a copy of meta.db every backup interval, if anything changed.
 **
 ** One thread keeps gc, the recoder and the reverse deltas, which all move
 ** records, apart. It runs at the workers' nice value: history comes after
@@ -30,7 +31,11 @@ struct bg_opts {
     unsigned gc_interval;     /* seconds between background reclaims; 0: never */
     int64_t gc_grace_ns;      /* garbage younger than this waits for the next run */
     double gc_threshold;      /* compact packs whose live share is below this */
+    unsigned backup_interval; /* seconds between copies of meta.db (store.h
+                                 store_backup_meta), when it changed; 0: never */
 };
+
+#define BG_BACKUPS_KEPT 3
 
 /* Called after a version of ino was re-encoded (recode.h). */
 typedef void (*bg_changed_fn)(void *ctx, uint64_t ino);

@@ -41,7 +41,7 @@
 
 /* Numeric options, range-checked from one table (num_opts). */
 enum { N_THREADS, N_CACHE, N_BUFFER, N_NICE, N_RESERVE, N_BLOCK, N_BEHIND, N_GROUPS,
-       N_READAHEAD, N_DIRECT, N_KEEP_LAST, N_KEEP_EVERY, N_PRUNE, N_GC, N_COUNT };
+       N_READAHEAD, N_DIRECT, N_KEEP_LAST, N_KEEP_EVERY, N_PRUNE, N_GC, N_BACKUP, N_COUNT };
 
 static const struct num_opt {
     const char *name;
@@ -61,6 +61,7 @@ static const struct num_opt {
     [N_KEEP_EVERY] = {"keep_every", 1, 1000000000},
     [N_PRUNE] = {"prune_interval", 1, 31536000},
     [N_GC] = {"gc_interval", 0, 31536000},
+    [N_BACKUP] = {"backup_interval", 0, 31536000},
 };
 
 struct cli {
@@ -91,6 +92,7 @@ static const struct fuse_opt cli_opts[] = {
     FUSE_OPT_KEY("keep_every=", KEY_NUM),
     FUSE_OPT_KEY("prune_interval=", KEY_NUM),
     FUSE_OPT_KEY("gc_interval=", KEY_NUM),
+    FUSE_OPT_KEY("backup_interval=", KEY_NUM),
     OPT("attr_timeout=%lf", timeout),
     OPT("keep_within=%s", keep_within),
     OPT("keep_all", keep_all),
@@ -158,6 +160,8 @@ static void usage(const char *prog)
            "    -o gc_interval=S     reclaim space in the background every S seconds\n"
            "                         after changes (default 10; 0: only when\n"
            "                         ckptctl gc asks)\n"
+           "    -o backup_interval=S copy meta.db to STORE/backups every S seconds\n"
+           "                         when it changed, keeping 3 (default 3600; 0: never)\n"
            "    -o policy=P          compression policy of files and directories\n"
            "                         without user.ckptfs.policy: lossless (default),\n"
            "                         bitsnap or excp, with parameters after ':'\n"
@@ -409,6 +413,7 @@ int main(int argc, char **argv)
                                     .keep_every = (unsigned)NUM(N_KEEP_EVERY)},
                            .prune_interval = GIVEN(N_PRUNE) ? (unsigned)NUM(N_PRUNE) : 60,
                            .gc_interval = GIVEN(N_GC) ? (unsigned)NUM(N_GC) : 10,
+                           .backup_interval = GIVEN(N_BACKUP) ? (unsigned)NUM(N_BACKUP) : 3600,
                            .gc_grace_ns = BG_GC_GRACE_NS, .gc_threshold = GC_THRESHOLD};
     if (!cli.keep_all && !GIVEN(N_KEEP_LAST) && !GIVEN(N_KEEP_EVERY) && !cli.keep_within) {
         keep.keep.keep_last = DEFAULT_KEEP_LAST;

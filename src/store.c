@@ -123,7 +123,8 @@ int store_start(struct store *st)
 static int store_name(const char *n)
 {
     static const char *const names[] = {"meta.db-wal", "meta.db-shm", "meta.db-journal",
-                                        "packs", "staging", "lock", "ctl.sock", NULL};
+                                        "packs", "staging", "lock", "ctl.sock", "backups",
+                                        NULL};
     for (int i = 0; names[i]; i++)
         if (strcmp(n, names[i]) == 0) return 1;
     return strncmp(n, "meta.db.", 8) == 0; /* set aside by a rebuild */
@@ -667,4 +668,51 @@ int store_read_range(struct store *st, const struct fsm_extent *ext, size_t next
     }
     if (end > done) memset(buf + (done - off), 0, end - done);
     return 0;
+}
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Remove all but the newest keep backups (their names sort by time). */
+static void rotate_backups(int dfd, int keep)
+{
+    DIR *d = fdopendir(dup(dfd));
+    char *names[4096];
+    size_t n = 0;
+    struct dirent *e;
+    while (d && (e = readdir(d)) != NULL && n < 4096)
+        if (strncmp(e->d_name, "meta-", 5) == 0 && strstr(e->d_name, ".db") &&
+            !strstr(e->d_name, ".tmp") && (names[n] = strdup(e->d_name)) != NULL)
+            n++;
+    if (d) closedir(d);
+    qsort(names, n, sizeof *names, by_name);
+    for (size_t i = 0; i < n; i++) {
+        if (i + (size_t)keep < n && unlinkat(dfd, names[i], 0) < 0)
+            ck_log(CK_LOG_WARN, "cannot remove old backup %s: %s", names[i], strerror(errno));
+        free(names[i]);
+    }
+}
+
+int store_backup_meta(struct store *st, int keep)
+{
+    if (mkdirat(st->dirfd, "backups", 0700) < 0 && errno != EEXIST) return -errno;
+    int dfd = openat(st->dirfd, "backups", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0) return -errno;
+    char name[64], tmp[72], path[128];
+    time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    strftime(name, sizeof name, "meta-%Y%m%dT%H%M%SZ.db", &tm);
+    snprintf(tmp, sizeof tmp, "%s.tmp", name);
+    snprintf(path, sizeof path, "/proc/self/fd/%d/%s", dfd, tmp);
+    unlinkat(dfd, tmp, 0);
+    int rc = fsmeta_backup(st->meta, path);
+    if (rc == 0 && renameat(dfd, tmp, dfd, name) < 0) rc = -errno;
+    if (rc == 0 && fsync(dfd) < 0) rc = -errno;
+    if (rc < 0) unlinkat(dfd, tmp, 0);
+    if (rc == 0) rotate_backups(dfd, keep);
+    close(dfd);
+    return rc;
 }

@@ -8,6 +8,7 @@
 **   STORE/staging/    bodies of files being written at random offsets,
 **                     one file per inode named by its decimal inode number
 **   STORE/lock        held (flock) by the daemon that has the store mounted
+**   STORE/backups/    copies of meta.db a mount takes now and then
 **
 ** A block is written by encoding it (codec.h), appending the record to a pack
 ** and describing it in a struct fsm_chunk; the chunk enters meta.db only
@@ -151,6 +152,9 @@ int store_put_encoded(struct store *st, uint8_t codec, const void *stored, size_
 /* Append a manifest (manifest.h), raw[0..len), as a record flagged
 ** PACK_REC_MANIFEST; fills *c (id 0). Not durable until synced. */
 int store_put_manifest(struct store *st, const void *raw, size_t len, struct fsm_chunk *c);
+/* Copy meta.db, as committed, to STORE/backups/meta-YYYYMMDDTHHMMSSZ.db
+** (written as .tmp, then renamed) and keep only the newest keep of them. */
+int store_backup_meta(struct store *st, int keep);
 /* -ENOSPC unless len more bytes fit on the store's disk beside the
 ** metadata reserve and the bytes queued for the workers. */
 int store_space(struct store *st, uint64_t len);

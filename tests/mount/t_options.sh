@@ -31,11 +31,12 @@ keep_last 1 1000000000
 keep_every 1 1000000000
 prune_interval 1 31536000
 gc_interval 0 31536000
+backup_interval 0 31536000
 LIST
 expect_status 2 "-o attr_timeout=-1" "$CKPTFS" "$STORE" "$MNT" -o attr_timeout=-1
 grep -q "attr_timeout: .* from 0 to 86400" <<<"$ERR" || fail "attr_timeout: $ERR"
 log "the bounds are accepted"
-mount_fs "threads=1,cache_mib=1,worker_nice=19,block_kib=4,delta_groups=0,direct_writes=1,keep_last=1000000000,gc_interval=0,attr_timeout=0"
+mount_fs "threads=1,cache_mib=1,worker_nice=19,block_kib=4,delta_groups=0,direct_writes=1,keep_last=1000000000,gc_interval=0,backup_interval=0,attr_timeout=0"
 echo hi >"$MNT/f"
 [ "$(cat "$MNT/f")" = hi ] || fail "the mount with bound values does not work"
 umount_fs

@@ -126,3 +126,33 @@ for c in 2 3 4 5; do
     damage "$c"
     check_rebuilt "${names[$c]}"
 done
+
+log "6. metadata backups"
+rm -rf "$STORE"
+mount_fs backup_interval=1
+for i in 1 2 3 4 5; do
+    put "b/f$i" $((i * 1000))
+    sleep 1.2
+done
+umount_fs
+n=$(find "$STORE/backups" -name 'meta-*.db' | wc -l)
+[ "$n" -ge 1 ] && [ "$n" -le 3 ] || fail "backups kept: $n (want 1 to 3): $(ls "$STORE/backups")"
+[ -z "$(find "$STORE/backups" -name '*.tmp')" ] || fail "a backup was left half-written"
+newest=$(find "$STORE/backups" -name 'meta-*.db' | sort | tail -1)
+# The newest copy as meta.db, and one more file written after it: the
+# mount brings that back from the packs.
+mount_fs backup_interval=0
+put b/after 4321
+sync "$MNT/b"
+umount_fs
+rm -f "$STORE/meta.db-wal" "$STORE/meta.db-shm"
+cp "$newest" "$STORE/meta.db"
+mount_fs
+for i in 1 2 3 4 5 after; do
+    f=b/f$i
+    [ "$i" != after ] || f=b/after
+    same_file "$REF/$f" "$MNT/$f"
+done
+umount_fs
+store_clean "a backup put back as meta.db"
+log "backups: $n kept; the newest as meta.db, and the mount replayed the rest"
