@@ -27,10 +27,15 @@ struct rec {
     int verified;        /* replay: decoded and hash-checked */
 };
 
+/* A manifest as kept while rebuilding: its path on the heap, not in a
+** 4 KiB array (a store may hold millions). */
 struct mani {
-    struct manifest m;   /* path copied to `path`, ext owned */
+    uint64_t ino, size;
+    int64_t time, mtime, ctime; /* time -1: not to be made a version */
+    uint32_t mode, uid, gid, flags, n;
+    struct manifest_ext *ext;   /* n of them, owned */
     char *path;
-    struct fsm_chunk c;  /* its record */
+    struct fsm_chunk c;         /* its record */
 };
 
 struct scan {
@@ -54,6 +59,7 @@ static int add_manifest(struct scan *s, uint64_t off, const struct pack_rec *pr)
     struct pack_rec want = *pr;
     int rc = pack_read(s->st->packs, s->pack, off, &want, buf);
     static _Thread_local struct manifest m;
+    if (rc < 0 && rc != -ENOMEM) rc = 1; /* unreadable: skipped */
     if (rc == 0 && (pr->codec != CODEC_RAW || pr->raw_len != pr->stored_len ||
                     XXH3_64bits(buf, pr->stored_len) != pr->hash ||
                     manifest_decode(buf, pr->stored_len, &m) < 0))
@@ -65,13 +71,14 @@ static int add_manifest(struct scan *s, uint64_t off, const struct pack_rec *pr)
         return -ENOMEM;
     }
     struct mani *x = &s->m[s->nm];
-    x->m = m;
-    x->path = strdup(m.path);
+    *x = (struct mani){.ino = m.ino, .size = m.size, .time = m.time, .mtime = m.mtime,
+                       .ctime = m.ctime, .mode = m.mode, .uid = m.uid, .gid = m.gid,
+                       .flags = m.flags, .n = m.n, .ext = m.ext, .path = strdup(m.path)};
     x->c = (struct fsm_chunk){.pack = s->pack, .off = off, .raw_len = pr->raw_len,
                               .stored_len = pr->stored_len, .codec = pr->codec,
                               .hash = pr->hash, .chain = pr->stored_len};
     if (!x->path) {
-        manifest_free(&x->m);
+        manifest_free(&m);
         return -ENOMEM;
     }
     s->nm++;
@@ -188,7 +195,7 @@ static int insert_rec(struct scan *s, struct index *x, struct rec *r, int depth)
 static int by_time(const void *a, const void *b)
 {
     const struct mani *x = a, *y = b;
-    if (x->m.time != y->m.time) return x->m.time < y->m.time ? -1 : 1;
+    if (x->time != y->time) return x->time < y->time ? -1 : 1;
     if (x->c.pack != y->c.pack) return x->c.pack < y->c.pack ? -1 : 1;
     return x->c.off < y->c.off ? -1 : x->c.off > y->c.off;
 }
@@ -196,11 +203,11 @@ static int by_time(const void *a, const void *b)
 /* Resolve m's extents to chunks; 0, or -ENOENT if a block is missing. */
 static int resolve(struct scan *s, struct index *x, const struct mani *m, struct fsm_extent *e)
 {
-    for (uint32_t i = 0; i < m->m.n; i++) {
-        struct rec *r = lookup(s, x, m->m.ext[i].hash);
-        if (!r || r->c.raw_len != m->m.ext[i].raw_len) return -ENOENT;
+    for (uint32_t i = 0; i < m->n; i++) {
+        struct rec *r = lookup(s, x, m->ext[i].hash);
+        if (!r || r->c.raw_len != m->ext[i].raw_len) return -ENOENT;
         CK_TRY(insert_rec(s, x, r, 0));
-        e[i] = (struct fsm_extent){.file_off = m->m.ext[i].off, .c = r->c};
+        e[i] = (struct fsm_extent){.file_off = m->ext[i].off, .c = r->c};
     }
     return 0;
 }
@@ -232,16 +239,16 @@ static int parent_dir(fsmeta *meta, const struct fsm_attr *root, char *path, uin
     return *p ? 0 : -EINVAL;
 }
 
-/* Make inode m->m.ino as its newest manifest m says (unnamed yet). */
+/* Make inode m->ino as its newest manifest m says (unnamed yet). */
 static int make_inode(struct scan *s, const struct mani *m)
 {
-    struct fsm_attr a = {.ino = m->m.ino, .mode = S_IFREG | (m->m.mode & 07777),
-                         .uid = m->m.uid, .gid = m->m.gid, .nlink = 1, .atime = m->m.mtime,
-                         .mtime = m->m.mtime, .ctime = m->m.ctime};
+    struct fsm_attr a = {.ino = m->ino, .mode = S_IFREG | (m->mode & 07777),
+                         .uid = m->uid, .gid = m->gid, .nlink = 1, .atime = m->mtime,
+                         .mtime = m->mtime, .ctime = m->ctime};
     return fsmeta_mkinode_at(s->st->meta, &a);
 }
 
-/* Name inode m->m.ino by its newest manifest m. */
+/* Name inode m->ino by its newest manifest m. */
 static int name_file(struct scan *s, const struct fsm_attr *root, const struct mani *m)
 {
     fsmeta *meta = s->st->meta;
@@ -249,29 +256,29 @@ static int name_file(struct scan *s, const struct fsm_attr *root, const struct m
     snprintf(path, sizeof path, "%s", m->path);
     uint64_t dir;
     int rc = parent_dir(meta, root, path, &dir, &leaf);
-    if (rc == 0) rc = fsmeta_link(meta, dir, leaf, m->m.ino);
+    if (rc == 0) rc = fsmeta_link(meta, dir, leaf, m->ino);
     if (rc == 0) return 0;
     /* The name is taken (or the path unusable): /lost+found/INO-NAME. */
     char name[64];
     const char *base = strrchr(m->path, '/');
-    snprintf(name, sizeof name, "%llu-%.40s", (unsigned long long)m->m.ino,
+    snprintf(name, sizeof name, "%llu-%.40s", (unsigned long long)m->ino,
              base ? base + 1 : m->path);
     snprintf(path, sizeof path, "lost+found/%s", name);
     CK_TRY(parent_dir(meta, root, path, &dir, &leaf));
     s->rep->lost_found++;
-    return fsmeta_link(meta, dir, leaf, m->m.ino);
+    return fsmeta_link(meta, dir, leaf, m->ino);
 }
 
 /* Commit manifest m as a version of its inode. */
 static int add_version(struct scan *s, struct index *x, struct mani *m)
 {
-    struct fsm_extent *e = malloc((m->m.n ? m->m.n : 1) * sizeof *e);
+    struct fsm_extent *e = malloc((m->n ? m->n : 1) * sizeof *e);
     if (!e) return -ENOMEM;
     int rc = resolve(s, x, m, e);
     if (rc == 0) {
         struct fsm_chunk c = m->c;
-        rc = fsmeta_set_content(s->st->meta, m->m.ino, e, m->m.n, m->m.size, m->m.mtime,
-                                m->m.ctime, 0, &c);
+        rc = fsmeta_set_content(s->st->meta, m->ino, e, m->n, m->size, m->mtime,
+                                m->ctime, 0, &c);
     }
     free(e);
     if (rc == 0) s->rep->versions++;
@@ -299,20 +306,20 @@ static void drop_unusable(struct scan *s, struct index *x)
     for (size_t i = 0; i < s->nm; i++) {
         struct mani *m = &s->m[i];
         int later = 0;
-        if (m->m.time < 0) continue;
-        for (size_t j = i + 1; j < s->nm && (m->m.flags & MANIFEST_PROVISIONAL); j++)
-            if (s->m[j].m.ino == m->m.ino) {
-                later = (s->m[j].m.flags & MANIFEST_REPLACES) != 0;
+        if (m->time < 0) continue;
+        for (size_t j = i + 1; j < s->nm && (m->flags & MANIFEST_PROVISIONAL); j++)
+            if (s->m[j].ino == m->ino) {
+                later = (s->m[j].flags & MANIFEST_REPLACES) != 0;
                 break;
             }
         int complete = 1;
-        for (uint32_t k = 0; k < m->m.n && complete; k++) {
-            struct rec *r = lookup(s, x, m->m.ext[k].hash);
-            complete = r && r->c.raw_len == m->m.ext[k].raw_len &&
+        for (uint32_t k = 0; k < m->n && complete; k++) {
+            struct rec *r = lookup(s, x, m->ext[k].hash);
+            complete = r && r->c.raw_len == m->ext[k].raw_len &&
                        insert_rec(s, x, r, 0) == 0 && checked(s, r) == 0;
         }
         if (!complete) s->rep->incomplete++;
-        if (later || !complete) m->m.time = -1;
+        if (later || !complete) m->time = -1;
     }
 }
 
@@ -334,7 +341,7 @@ static int make_files(struct scan *s, struct index *x)
     if (rc == 0) {
         for (size_t i = s->nm; rc == 0 && i-- > 0;) {
             struct fsm_attr a;
-            if (s->m[i].m.time < 0 || fsmeta_getattr(meta, s->m[i].m.ino, &a) == 0) continue;
+            if (s->m[i].time < 0 || fsmeta_getattr(meta, s->m[i].ino, &a) == 0) continue;
             newest[i] = 1;
             rc = make_inode(s, &s->m[i]);
         }
@@ -348,7 +355,7 @@ static int make_files(struct scan *s, struct index *x)
     free(newest);
     CK_TRY(rc);
     for (size_t i = 0; i < s->nm; i++) {
-        if (s->m[i].m.time < 0) continue;
+        if (s->m[i].time < 0) continue;
         CK_TRY(fsmeta_begin(meta, 0));
         CK_TRY(fsmeta_end(meta, add_version(s, x, &s->m[i])));
     }
@@ -364,8 +371,8 @@ static size_t keep_newer(struct scan *s)
     size_t n = 0;
     for (size_t i = 0; i < s->nm; i++) {
         struct fsm_version v;
-        int rc = fsmeta_version_at(s->st->meta, s->m[i].m.ino, UINT64_MAX, &v);
-        if (rc == 0 && s->m[i].m.time <= v.time) s->m[i].m.time = -1;
+        int rc = fsmeta_version_at(s->st->meta, s->m[i].ino, UINT64_MAX, &v);
+        if (rc == 0 && s->m[i].time <= v.time) s->m[i].time = -1;
         else n++;
     }
     return n;
@@ -422,7 +429,7 @@ int rebuild_replay(struct store *st, struct rebuild_report *rep)
         if (rc == 0) rc = fsmeta_sync(st->meta);
     }
     for (size_t i = 0; i < s.nm; i++) {
-        manifest_free(&s.m[i].m);
+        free(s.m[i].ext);
         free(s.m[i].path);
     }
     free(s.m);
@@ -452,7 +459,7 @@ int rebuild_store(struct store *st, struct rebuild_report *rep)
     if (rc > 0) rc = 0;
     if (rc == 0) rc = fsmeta_sync(st->meta);
     for (size_t i = 0; i < s.nm; i++) {
-        manifest_free(&s.m[i].m);
+        free(s.m[i].ext);
         free(s.m[i].path);
     }
     free(s.m);
