@@ -674,6 +674,52 @@ static void torn_case(uint64_t cut_into_last)
     for (int i = 0; i < 4; i++) free(x[i].data);
 }
 
+/* A torn record in the middle (its header overwritten with junk, as a
+** crash leaves an append others followed): pack_scan stops there,
+** pack_scan_all finds the records after it and counts the bytes it
+** skipped; the flags byte of each header comes back as written. */
+START_TEST(test_scan_all_past_damage)
+{
+    char dir[128], pdir[160], f[200];
+    ut_newdir(dir);
+    packs_path(pdir, dir);
+    packset *ps;
+    ck_assert_int_eq(pack_open(pdir, &big_opts, &ps), 0);
+    struct rec x[5];
+    for (int i = 0; i < 5; i++) {
+        make_rec(&x[i], 700 + 300 * (uint32_t)i, (uint64_t)i + 40);
+        x[i].r.flags = i == 4 ? PACK_REC_MANIFEST : 0;
+        append_rec(ps, &x[i]);
+    }
+    pack_close(ps);
+    pack_file(f, dir, 1);
+    int fd = open(f, O_WRONLY);
+    ck_assert_int_ge(fd, 0);
+    uint8_t junk[PACK_REC_HDR];
+    memset(junk, 0xA5, sizeof junk);
+    ck_assert_int_eq(pwrite(fd, junk, sizeof junk, (off_t)x[2].off), (ssize_t)sizeof junk);
+    close(fd);
+
+    ck_assert_int_eq(pack_open(pdir, &big_opts, &ps), 0);
+    struct visit v = {0};
+    uint64_t bad = 0, skipped = 0;
+    ck_assert_int_eq(pack_scan(ps, 1, visit_cb, &v, &bad), -EIO);
+    ck_assert_int_eq(v.n, 2);
+    memset(&v, 0, sizeof v);
+    ck_assert_int_eq(pack_scan_all(ps, 1, visit_cb, &v, &skipped), 0);
+    ck_assert_int_eq(v.n, 4);
+    int want[4] = {0, 1, 3, 4};
+    for (int i = 0; i < 4; i++) {
+        ck_assert_uint_eq(v.off[i], x[want[i]].off);
+        ck_assert_uint_eq(v.r[i].flags, x[want[i]].r.flags);
+    }
+    ck_assert_uint_eq(skipped, PACK_REC_HDR + x[2].r.stored_len);
+    check_read(ps, &x[4]);
+    pack_close(ps);
+    for (int i = 0; i < 5; i++) free(x[i].data);
+}
+END_TEST
+
 START_TEST(test_scan_torn_payload)
 {
     torn_case(PACK_REC_HDR + 500); /* mid-payload */
@@ -1014,6 +1060,7 @@ int main(void)
     tcase_add_test(tc, test_put_block_own);
     tcase_add_test(tc, test_scan_clean);
     tcase_add_test(tc, test_scan_torn_payload);
+    tcase_add_test(tc, test_scan_all_past_damage);
     tcase_add_test(tc, test_scan_torn_header);
     tcase_add_test(tc, test_scan_torn_last_byte);
     tcase_add_test(tc, test_scan_garbled);
