@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # mount.sh: mounting a store from the scripts (bench, lossy-eval,
 # lossy-resume, demo). Sourced, not run; needs a built tree.
 #

@@ -158,7 +158,8 @@ int bcache_get_claim(bcache *c, uint64_t key, size_t off, size_t len, void *dst,
         }
         int i = claim_find(c, key);
         if (i < 0) {
-            for (i = 0; i < NCLAIM && c->claim[i].used; i++) continue;
+            i = 0;
+            while (i < NCLAIM && c->claim[i].used) i++;
             if (i < NCLAIM) { /* fields, not the struct: a condition is not copied */
                 c->claim[i].key = key;
                 c->claim[i].used = 1;

@@ -596,7 +596,7 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 {
     fsmeta *m = FS(req)->st->meta;
     uint64_t victim = 0;
-    int rc = flags & ~(unsigned)(RENAME_NOREPLACE | RENAME_EXCHANGE) ? -EINVAL : 0;
+    int rc = (flags & ~(unsigned)(RENAME_NOREPLACE | RENAME_EXCHANGE)) ? -EINVAL : 0;
     if ((flags & RENAME_NOREPLACE) && (flags & RENAME_EXCHANGE)) rc = -EINVAL;
     if (rc == 0) rc = may_remove(parent, name);
     if (rc == 0) rc = may_remove(newparent, newname);
@@ -1006,8 +1006,8 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 {
     fsmeta *m = FS(req)->st->meta;
     int rc = xattr_name_ok(m, ino, name);
-    int f = (flags & XATTR_CREATE ? FSMETA_XATTR_CREATE : 0) |
-            (flags & XATTR_REPLACE ? FSMETA_XATTR_REPLACE : 0);
+    int f = ((flags & XATTR_CREATE) ? FSMETA_XATTR_CREATE : 0) |
+            ((flags & XATTR_REPLACE) ? FSMETA_XATTR_REPLACE : 0);
     char canon[POLICY_TEXT_MAX];
     if (rc == 0 && strcmp(name, POLICY_XATTR) == 0) {
         rc = policy_value(value, size, canon);

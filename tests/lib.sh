@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # tests/lib.sh: common helpers of the ckptfs mount tests (tests/mount/t_*.sh).
 #
 # Sourced by each test after `set -euo pipefail`:
