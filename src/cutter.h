@@ -24,7 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "node.h"
+#include "extmap.h"
 #include "store.h"
 
 /* Tensors smaller than this are left in the plain byte blocks around them:

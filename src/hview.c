@@ -10,7 +10,7 @@
 #include "hview.h"
 #include "common.h"
 #include "history.h"
-#include "node.h"
+#include "extmap.h"
 
 #include <pthread.h>
 #include <stdio.h>

@@ -27,26 +27,6 @@ int node_table_create(node_table **out)
     return 0;
 }
 
-struct extmap *extmap_new(const struct fsm_extent *ext, size_t n)
-{
-    struct extmap *m = malloc(sizeof *m + n * sizeof *ext);
-    if (!m) return NULL;
-    m->refs = 1;
-    m->n = n;
-    if (n) memcpy(m->e, ext, n * sizeof *ext);
-    return m;
-}
-
-void extmap_get(struct extmap *m)
-{
-    __atomic_add_fetch(&m->refs, 1, __ATOMIC_RELAXED);
-}
-
-void extmap_put(struct extmap *m)
-{
-    if (m && __atomic_sub_fetch(&m->refs, 1, __ATOMIC_ACQ_REL) == 0) free(m);
-}
-
 static void node_free(struct node *n)
 {
     if (n->stage_fd >= 0) close(n->stage_fd);

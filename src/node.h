@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "../fsmeta/fsmeta.h"
+#include "extmap.h"
 #include "store.h"
 
 enum node_mode {
@@ -67,19 +68,6 @@ struct node {
     struct fsm_extent *pend; /* finished blocks in offset order; raw_len 0: hole */
     size_t npend, pend_cap;
 };
-
-/* An immutable, reference-counted list of extents: readers keep the one
-** they started with while a commit installs the next. */
-struct extmap {
-    int refs; /* atomic */
-    size_t n;
-    struct fsm_extent e[];
-};
-
-/* Wrap ext[0..n) (copied) in a map with one reference; NULL on no memory. */
-struct extmap *extmap_new(const struct fsm_extent *ext, size_t n);
-void extmap_get(struct extmap *m);
-void extmap_put(struct extmap *m);
 
 typedef struct node_table node_table;
 
