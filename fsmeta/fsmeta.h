@@ -299,6 +299,12 @@ int fsmeta_version_base(fsmeta *m, uint64_t ver, uint64_t *base_ver);
 /* Entries of dir alive at seq (name NULL: all, with row id > after). */
 int fsmeta_hist_at(fsmeta *m, uint64_t seq, uint64_t dir, const char *name,
                    uint64_t after, fsmeta_hentry_cb cb, void *ctx);
+/* fsmeta_hist_at of every name, each entry with its inode's latest version
+** committed at or before seq (NULL: none), from one query. */
+typedef int (*fsmeta_hentry_ver_cb)(void *ctx, const struct fsm_hentry *e,
+                                    const struct fsm_version *v);
+int fsmeta_hist_at_versions(fsmeta *m, uint64_t seq, uint64_t dir, uint64_t after,
+                            fsmeta_hentry_ver_cb cb, void *ctx);
 /* Every entry dir ever had (name NULL: under any name). */
 int fsmeta_hist_all(fsmeta *m, uint64_t dir, const char *name, fsmeta_hentry_cb cb,
                     void *ctx);

@@ -21,6 +21,13 @@ const char *const fsm_hist_sql[S_COUNT] = {
     [S_VERALL] = "SELECT " VER_COLS VER_FROM "ORDER BY v.ino,v.seq",
     [S_HAT] = "SELECT " H_COLS " FROM dhist WHERE parent=?1 AND " ALIVE_AT
               " AND rowid>?3 ORDER BY rowid",
+    /* S_HAT with each entry's version at ?2 (NULL columns: none): a
+    ** listing of the past in one query per batch. */
+    [S_HATV] = "SELECT d.rowid,d.parent,d.ino,d.mode,d.born,coalesce(d.died,-1),d.name,"
+               VER_COLS " FROM dhist d LEFT JOIN version v ON v.id=(SELECT id FROM version "
+               "WHERE ino=d.ino AND seq<=?2 ORDER BY seq DESC LIMIT 1) "
+               "LEFT JOIN change c ON c.seq=v.seq WHERE d.parent=?1 AND d.born<=?2 AND "
+               "(d.died IS NULL OR d.died>?2) AND d.rowid>?3 ORDER BY d.rowid",
     [S_HATNAME] = "SELECT " H_COLS " FROM dhist WHERE parent=?1 AND " ALIVE_AT
                   " AND name=?3",
     [S_HALL] = "SELECT " H_COLS " FROM dhist WHERE parent=?1 ORDER BY rowid",
@@ -39,23 +46,28 @@ const char *const fsm_hist_sql[S_COUNT] = {
                   "AND b.ver<>?1 ORDER BY b.ver DESC LIMIT 1",
 };
 
+/* VER_COLS from column at on into v. */
+static void read_version_at(sqlite3_stmt *s, int at, struct fsm_version *v)
+{
+    v->id = (uint64_t)sqlite3_column_int64(s, at);
+    v->ino = (uint64_t)sqlite3_column_int64(s, at + 1);
+    v->seq = (uint64_t)sqlite3_column_int64(s, at + 2);
+    v->time = sqlite3_column_int64(s, at + 3);
+    v->mtime = sqlite3_column_int64(s, at + 4);
+    v->size = (uint64_t)sqlite3_column_int64(s, at + 5);
+    v->stored = (uint64_t)sqlite3_column_int64(s, at + 6);
+    v->mode = (uint32_t)sqlite3_column_int64(s, at + 7);
+    v->uid = (uint32_t)sqlite3_column_int64(s, at + 8);
+    v->gid = (uint32_t)sqlite3_column_int64(s, at + 9);
+    v->state = (int)sqlite3_column_int64(s, at + 10);
+    copy_text(s, at + 11, v->policy, sizeof v->policy);
+    v->lossy = (int)sqlite3_column_int64(s, at + 12);
+    v->err = sqlite3_column_double(s, at + 13);
+}
+
 static void read_version(sqlite3_stmt *s, void *out)
 {
-    struct fsm_version *v = out;
-    v->id = (uint64_t)sqlite3_column_int64(s, 0);
-    v->ino = (uint64_t)sqlite3_column_int64(s, 1);
-    v->seq = (uint64_t)sqlite3_column_int64(s, 2);
-    v->time = sqlite3_column_int64(s, 3);
-    v->mtime = sqlite3_column_int64(s, 4);
-    v->size = (uint64_t)sqlite3_column_int64(s, 5);
-    v->stored = (uint64_t)sqlite3_column_int64(s, 6);
-    v->mode = (uint32_t)sqlite3_column_int64(s, 7);
-    v->uid = (uint32_t)sqlite3_column_int64(s, 8);
-    v->gid = (uint32_t)sqlite3_column_int64(s, 9);
-    v->state = (int)sqlite3_column_int64(s, 10);
-    copy_text(s, 11, v->policy, sizeof v->policy);
-    v->lossy = (int)sqlite3_column_int64(s, 12);
-    v->err = sqlite3_column_double(s, 13);
+    read_version_at(s, 0, out);
 }
 
 static void read_hentry(sqlite3_stmt *s, void *out)
@@ -195,6 +207,29 @@ int fsmeta_hist_at(fsmeta *m, uint64_t seq, uint64_t dir, const char *name,
     bind_i64(s, 2, seq > INT64_MAX ? INT64_MAX : (int64_t)seq);
     if (name) bind_name(s, 3, name); else bind_i64(s, 3, (int64_t)after);
     return each_row(m, s, &(struct rows){.ent = cb, .ctx = ctx});
+}
+
+int fsmeta_hist_at_versions(fsmeta *m, uint64_t seq, uint64_t dir, uint64_t after,
+                            fsmeta_hentry_ver_cb cb, void *ctx)
+{
+    lock(m);
+    sqlite3_stmt *s = stmt(m, S_HATV);
+    bind_i64(s, 1, (int64_t)dir);
+    bind_i64(s, 2, seq > INT64_MAX ? INT64_MAX : (int64_t)seq);
+    bind_i64(s, 3, (int64_t)after);
+    int rc;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        struct fsm_hentry e;
+        struct fsm_version v;
+        read_hentry(s, &e);
+        int has = sqlite3_column_type(s, 7) != SQLITE_NULL;
+        if (has) read_version_at(s, 7, &v);
+        if (cb(ctx, &e, has ? &v : NULL)) break;
+    }
+    rc = rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : sql_err(m, rc);
+    done(s);
+    unlock(m);
+    return rc;
 }
 
 int fsmeta_hist_all(fsmeta *m, uint64_t dir, const char *name, fsmeta_hentry_cb cb,

@@ -30,7 +30,7 @@ enum {
     S_NEXTSEQ, S_CHANGEINS, S_VERINS, S_VERCUR, S_VEREXT, S_VEREXTDEL,
     S_VERSTATE, S_VERDEL, S_VERKEEP, S_VERMANI, S_VERUNMANI,
     /* fsmeta_hist.c: versions, directory history, changes */
-    S_VERGET, S_VERAT, S_VERLIST, S_VERALL, S_HAT, S_HATNAME, S_HALL,
+    S_VERGET, S_VERAT, S_VERLIST, S_VERALL, S_HAT, S_HATV, S_HATNAME, S_HALL,
     S_HALLNAME, S_HINO, S_HTARGET, S_SEQLAST, S_SEQATTIME, S_SEQTIME,
     S_CHANGES, S_VERMIX, S_VERBASE,
     /* fsmeta_check.c: consistency checks and garbage collection */

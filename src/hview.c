@@ -285,8 +285,10 @@ static int64_t parse_time(const char *name)
 
 /* The child of the tree at seq named by entry e; -ENOENT when its content
 ** of that time is pruned (or it is of a type the view does not show). */
-static int snap_child(fsmeta *m, uint64_t seq, const struct fsm_hentry *e, struct hkey *c,
-                      struct fsm_version *vout)
+/* The key of entry e of the tree at seq; known (if not NULL) is the
+** version its inode had then, found already (NULL: looked up here). */
+static int snap_child(fsmeta *m, uint64_t seq, const struct fsm_hentry *e,
+                      const struct fsm_version **known, struct hkey *c)
 {
     *c = (struct hkey){.seq = seq, .ino = e->ino, .mode = e->mode};
     if (S_ISDIR(e->mode)) {
@@ -299,15 +301,15 @@ static int snap_child(fsmeta *m, uint64_t seq, const struct fsm_hentry *e, struc
     }
     if (!S_ISREG(e->mode)) return -ENOENT;
     struct fsm_version v;
-    int rc = fsmeta_version_at(m, e->ino, seq, &v);
+    int rc = known ? (*known ? 0 : -ENOENT) : fsmeta_version_at(m, e->ino, seq, &v);
     if (rc == -ENOENT) {
         c->kind = HK_EMPTY;
         return 0;
     }
     CK_TRY(rc);
-    if (v.state == FSM_VER_PRUNED) return -ENOENT;
-    *c = (struct hkey){.kind = HK_FILE, .ver = v.id};
-    if (vout) *vout = v;
+    const struct fsm_version *w = known ? *known : &v;
+    if (w->state == FSM_VER_PRUNED) return -ENOENT;
+    *c = (struct hkey){.kind = HK_FILE, .ver = w->id};
     return 0;
 }
 
@@ -400,7 +402,7 @@ static int child(hview *h, const struct hkey *k, const char *name, struct hkey *
         struct one_entry o = {0};
         CK_TRY(fsmeta_hist_at(m, k->seq, k->ino, name, 0, take_entry, &o));
         if (!o.found) return -ENOENT;
-        return snap_child(m, k->seq, &o.e, c, NULL);
+        return snap_child(m, k->seq, &o.e, NULL, c);
     }
     case HK_PATH:
         return path_child(m, k->path, name, c);
@@ -503,15 +505,14 @@ static int list_time(void *ctx, uint64_t seq, int64_t time)
     return 0;
 }
 
-static int list_snap(void *ctx, const struct fsm_hentry *e)
+static int list_snap(void *ctx, const struct fsm_hentry *e, const struct fsm_version *v)
 {
     struct lister *l = ctx;
     struct hkey c;
-    struct fsm_version v;
-    int rc = snap_child(l->h->st->meta, l->seq, e, &c, &v);
+    int rc = snap_child(l->h->st->meta, l->seq, e, &v, &c);
     if (rc == -ENOENT) return 0;
     if (rc < 0) return l->err = rc, 1;
-    return offer_v(l, e->name, &c, c.kind == HK_FILE ? &v : NULL, e->id + 2);
+    return offer_v(l, e->name, &c, c.kind == HK_FILE ? v : NULL, e->id + 2);
 }
 
 static int list_path(struct lister *l, const char *dir, uint64_t after)
@@ -579,8 +580,8 @@ int hview_readdir(hview *h, uint64_t dir, uint64_t after, int plus, hview_dirent
         if (rc == 0 && !l.full && !l.err) flush_second(&l);
         break;
     case HK_SNAP:
-        rc = fsmeta_hist_at(h->st->meta, k.seq, k.ino, NULL, after > 2 ? after - 2 : 0,
-                            list_snap, &l);
+        rc = fsmeta_hist_at_versions(h->st->meta, k.seq, k.ino, after > 2 ? after - 2 : 0,
+                                     list_snap, &l);
         break;
     default:
         rc = list_path(&l, k.path, after);
