@@ -286,6 +286,77 @@ static int page_cb(void *ctx, int64_t cookie, const char *name, const struct fsm
     return 0;
 }
 
+/* Group commit (fsmeta_group): transactions end as savepoints of one open
+** SQLite transaction. This connection sees them at once, another only after
+** fsmeta_flush or a durable transaction; a failed one rolls back alone;
+** each takes its own sequence number; the pre-commit hook runs before every
+** COMMIT and not before. */
+static int hook_calls;
+static int count_hook(void *ctx)
+{
+    (void)ctx;
+    hook_calls++;
+    return 0;
+}
+
+static uint64_t make_named(fsmeta *m, const char *name, int *rc)
+{
+    struct fsm_attr a = {.mode = S_IFREG | 0644, .nlink = 1};
+    *rc = fsmeta_create(m, FSMETA_ROOT_INO, name, &a, NULL, 0);
+    return a.ino;
+}
+
+START_TEST(test_group_commit)
+{
+    char path[160];
+    fsmeta *m = new_db(path), *other = NULL;
+    ck_assert_int_eq(fsmeta_open(path, 1, 0, 0, &other), 0);
+    fsmeta_set_pre_commit(m, count_hook, NULL);
+    ck_assert_int_eq(fsmeta_group(m, 1), 0);
+    uint64_t seq0 = 0, seq1 = 0, seq2 = 0;
+    ck_assert_int_eq(fsmeta_seq_last(m, &seq0), 0);
+    int rc;
+    uint64_t a = make_named(m, "a", &rc);
+    ck_assert_int_eq(rc, 0);
+    ck_assert_int_eq(fsmeta_seq_last(m, &seq1), 0);
+    uint64_t b = make_named(m, "b", &rc);
+    ck_assert_int_eq(rc, 0);
+    ck_assert_int_eq(fsmeta_seq_last(m, &seq2), 0);
+    ck_assert_uint_gt(seq1, seq0); /* each its own sequence number */
+    ck_assert_uint_gt(seq2, seq1);
+    make_named(m, "a", &rc); /* taken: fails and rolls back only itself */
+    ck_assert_int_eq(rc, -EEXIST);
+    ck_assert_uint_eq(lookup(m, FSMETA_ROOT_INO, "a"), a); /* seen here at once */
+    ck_assert_uint_eq(lookup(m, FSMETA_ROOT_INO, "b"), b);
+    ck_assert_int_eq(hook_calls, 0); /* nothing committed yet */
+    uint64_t ino;
+    ck_assert_int_eq(fsmeta_lookup(other, FSMETA_ROOT_INO, "a", &ino), -ENOENT);
+    ck_assert_int_eq(fsmeta_flush(m, INT64_MAX), 0); /* not old enough: stays open */
+    ck_assert_int_eq(fsmeta_lookup(other, FSMETA_ROOT_INO, "a", &ino), -ENOENT);
+    ck_assert_int_eq(fsmeta_flush(m, 0), 0);
+    ck_assert_int_eq(hook_calls, 1);
+    ck_assert_uint_eq(lookup(other, FSMETA_ROOT_INO, "a"), a);
+    ck_assert_uint_eq(lookup(other, FSMETA_ROOT_INO, "b"), b);
+    /* A durable transaction commits what is open with it. */
+    uint64_t c = make_named(m, "c", &rc);
+    ck_assert_int_eq(rc, 0);
+    ck_assert_int_eq(fsmeta_begin(m, 1), 0);
+    ck_assert_int_eq(fsmeta_unlink(m, FSMETA_ROOT_INO, "b"), 0);
+    ck_assert_int_eq(fsmeta_commit(m), 0);
+    ck_assert_int_eq(hook_calls, 2);
+    ck_assert_uint_eq(lookup(other, FSMETA_ROOT_INO, "c"), c);
+    ck_assert_int_eq(fsmeta_lookup(other, FSMETA_ROOT_INO, "b", &ino), -ENOENT);
+    /* Turning it off commits what is open. */
+    make_named(m, "d", &rc);
+    ck_assert_int_eq(rc, 0);
+    ck_assert_int_eq(fsmeta_group(m, 0), 0);
+    ck_assert_int_eq(hook_calls, 3);
+    ck_assert_int_eq(fsmeta_lookup(other, FSMETA_ROOT_INO, "d", &ino), 0);
+    fsmeta_close(other);
+    fsmeta_close(m);
+}
+END_TEST
+
 START_TEST(test_readdir_pages)
 {
     char path[160];
@@ -1162,6 +1233,7 @@ int main(void)
     tcase_add_test(tc, test_unlink_relink_move);
     tcase_add_test(tc, test_has_children);
     tcase_add_test(tc, test_readdir_pages);
+    tcase_add_test(tc, test_group_commit);
     tcase_add_test(tc, test_xattr);
     tcase_add_test(tc, test_txn_rollback);
     tcase_add_test(tc, test_txn_commit_persists);
