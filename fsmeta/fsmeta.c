@@ -644,11 +644,9 @@ static int create_in(fsmeta *m, uint64_t parent, const char *name, struct fsm_at
                      const char *target)
 {
     struct fsm_attr d;
-    uint64_t old;
     CK_TRY(fsmeta_getattr(m, parent, &d));
     if (!S_ISDIR(d.mode)) return -ENOTDIR;
-    if (d.nlink == 0) return -ENOENT;
-    if (fsmeta_lookup(m, parent, name, &old) == 0) return -EEXIST;
+    if (d.nlink == 0) return -ENOENT; /* a taken name: the link fails, EEXIST */
     int dir = S_ISDIR(a->mode);
     if (d.mode & S_ISGID) {
         a->gid = d.gid;

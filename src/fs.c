@@ -181,17 +181,26 @@ static int get_dir(fsmeta *m, uint64_t ino, struct fsm_attr *d)
 
 /* Create an inode named name in parent, owned by the caller. */
 static int make_node(fuse_req_t req, uint64_t parent, const char *name, mode_t mode,
-                     dev_t rdev, const char *target, uint64_t *ino)
+                     dev_t rdev, const char *target, struct fsm_attr *a)
 {
     const struct fuse_ctx *ctx = fuse_req_ctx(req);
     CK_TRY(may_create(parent, name));
     int64_t now = ck_now_ns();
-    struct fsm_attr a = {.mode = (uint32_t)mode, .uid = ctx->uid, .gid = ctx->gid,
-                         .nlink = S_ISDIR(mode) ? 2 : 1, .rdev = rdev,
-                         .size = target ? strlen(target) : 0,
-                         .atime = now, .mtime = now, .ctime = now};
-    CK_TRY(fsmeta_create(FS(req)->st->meta, parent, name, &a, target, 0));
-    *ino = a.ino;
+    *a = (struct fsm_attr){.mode = (uint32_t)mode, .uid = ctx->uid, .gid = ctx->gid,
+                           .nlink = S_ISDIR(mode) ? 2 : 1, .rdev = rdev,
+                           .size = target ? strlen(target) : 0,
+                           .atime = now, .mtime = now, .ctime = now};
+    return fsmeta_create(FS(req)->st->meta, parent, name, a, target, 0);
+}
+
+/* The entry reply for an inode just made with attributes a (no query). */
+static int made_entry(struct fs *fs, const struct fsm_attr *a, struct fuse_entry_param *e)
+{
+    memset(e, 0, sizeof *e);
+    fill_stat(a, &e->attr);
+    CK_TRY(count_entry(fs, a->ino));
+    e->ino = a->ino;
+    e->attr_timeout = e->entry_timeout = fs->timeout;
     return 0;
 }
 
@@ -454,9 +463,11 @@ static void op_readlink(fuse_req_t req, fuse_ino_t ino)
 static void reply_made(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
                        dev_t rdev, const char *target)
 {
-    uint64_t ino;
-    int rc = make_node(req, parent, name, mode, rdev, target, &ino);
-    if (rc < 0) fuse_reply_err(req, -rc); else reply_entry(req, ino);
+    struct fsm_attr a;
+    struct fuse_entry_param e;
+    int rc = make_node(req, parent, name, mode, rdev, target, &a);
+    if (rc == 0) rc = made_entry(FS(req), &a, &e);
+    if (rc < 0) fuse_reply_err(req, -rc); else fuse_reply_entry(req, &e);
 }
 
 static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
@@ -638,7 +649,9 @@ static int writable(const struct fuse_file_info *fi)
 }
 
 /* Attach an open handle to the node of ino. */
-static int open_node(struct fs *fs, uint64_t ino, struct fuse_file_info *fi)
+/* A handle on ino for fi; created: ino was just made, empty (nothing to
+** load from meta.db). */
+static int open_node(struct fs *fs, uint64_t ino, struct fuse_file_info *fi, int created)
 {
     struct handle *h = malloc(sizeof *h);
     struct node *n = h ? node_pin(fs->nodes, ino) : NULL;
@@ -646,6 +659,7 @@ static int open_node(struct fs *fs, uint64_t ino, struct fuse_file_info *fi)
         free(h);
         return -ENOMEM;
     }
+    if (created) ingest_created(n);
     int w = writable(fi);
     /* Write-only handles (torch.save, safetensors) skip the page cache: the
     ** kernel then hands the writer's own pages to the daemon instead of
@@ -687,7 +701,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     struct fsm_attr a;
     int rc = fsmeta_getattr(FS(req)->st->meta, ino, &a);
     if (rc == 0 && S_ISDIR(a.mode)) rc = -EISDIR;
-    if (rc == 0) rc = open_node(FS(req), ino, fi);
+    if (rc == 0) rc = open_node(FS(req), ino, fi, 0);
     if (rc < 0) fuse_reply_err(req, -rc); else fuse_reply_open(req, fi);
 }
 
@@ -695,13 +709,13 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
                       struct fuse_file_info *fi)
 {
     struct fs *fs = FS(req);
-    uint64_t ino;
+    struct fsm_attr a;
     struct fuse_entry_param e;
-    int rc = make_node(req, parent, name, S_IFREG | (mode & 07777), 0, NULL, &ino);
-    if (rc == 0) rc = make_entry(fs, ino, &e);
+    int rc = make_node(req, parent, name, S_IFREG | (mode & 07777), 0, NULL, &a);
+    if (rc == 0) rc = made_entry(fs, &a, &e);
     if (rc == 0) {
         fi->flags &= ~O_TRUNC; /* new and empty already */
-        rc = open_node(fs, ino, fi);
+        rc = open_node(fs, a.ino, fi, 1);
     }
     if (rc < 0) fuse_reply_err(req, -rc); else fuse_reply_create(req, &e, fi);
 }

@@ -845,6 +845,19 @@ int ingest_getattr(struct store *st, struct node *n, struct fsm_attr *a)
     return rc;
 }
 
+void ingest_created(struct node *n)
+{
+    pthread_mutex_lock(&n->mu);
+    struct extmap *empty = n->loaded ? NULL : extmap_new(NULL, 0);
+    if (empty) {
+        extmap_put(n->map);
+        n->map = empty;
+        n->csize = 0;
+        n->loaded = 1;
+    }
+    pthread_mutex_unlock(&n->mu);
+}
+
 void ingest_set_times(struct node *n, int64_t mtime, int64_t ctime)
 {
     pthread_mutex_lock(&n->mu);

@@ -77,6 +77,9 @@ int ingest_getattr(struct store *st, struct node *n, struct fsm_attr *a);
 /* Times set by utimens must survive the next commit of a dirty file;
 ** mtime < 0 leaves the pending mtime as it is. */
 void ingest_set_times(struct node *n, int64_t mtime, int64_t ctime);
+/* n's inode was just created, empty: its committed state need not be
+** loaded from meta.db. */
+void ingest_created(struct node *n);
 /* Take a staging file left by a crash as n's new content and commit it. */
 int ingest_adopt_stage(struct store *st, struct node *n, int fd);
 
