@@ -278,6 +278,8 @@ static int check_identity(fsmeta *m, int *stamp)
     if (rc == SQLITE_OK) rc = sqlite3_step(s);
     int64_t id = rc == SQLITE_ROW ? sqlite3_column_int64(s, 0) : -1;
     sqlite3_finalize(s);
+    /* Busy (a daemon closing it) is not foreign; not a database is. */
+    if (rc == SQLITE_BUSY || rc == SQLITE_LOCKED) return -EBUSY;
     if (rc != SQLITE_ROW) return -EMEDIUMTYPE; /* not SQLite, or unreadable */
     if (id == FSM_APP_ID) return 0;
     if (id != 0) return -EMEDIUMTYPE;
@@ -293,6 +295,7 @@ int fsmeta_probe(const char *path)
 {
     fsmeta m = {0};
     int rc = sqlite3_open_v2(path, &m.db, SQLITE_OPEN_READONLY, NULL);
+    if (rc == SQLITE_OK) sqlite3_busy_timeout(m.db, 10000);
     int stamp;
     rc = rc == SQLITE_OK ? check_identity(&m, &stamp) : -EMEDIUMTYPE;
     sqlite3_close(m.db);

@@ -23,22 +23,33 @@
 struct job {
     struct store *st;
     struct node *n;
-    uint8_t *raw;
+    uint8_t *raw;       /* NULL: spilled, at file offset spill_off of n->spill_fd */
     size_t len;
     size_t idx;
     struct store_hint h;
+    uint64_t spill_off;
 };
+
+/* A spilled block back in memory (bbuf.h), or NULL with *rc set. */
+static uint8_t *unspill(struct job *j, int *rc)
+{
+    uint8_t *raw = bbuf_alloc(j->len);
+    *rc = !raw ? -ENOMEM : ck_pread_full(j->n->spill_fd, raw, j->len, j->spill_off);
+    if (*rc < 0) bbuf_free(raw);
+    return *rc < 0 ? NULL : raw;
+}
 
 static void encode_job(void *arg)
 {
     struct job *j = arg;
     struct fsm_extent e = {0};
-    int rc = 0;
-    if (ck_is_zero(j->raw, j->len))
+    int rc = 0, spilled = j->raw == NULL;
+    if (spilled) j->raw = unspill(j, &rc);
+    if (rc == 0 && ck_is_zero(j->raw, j->len))
         bbuf_free(j->raw);
-    else
+    else if (rc == 0)
         rc = store_put_block_own(j->st, j->raw, j->len, &j->h, &e.c);
-    __atomic_sub_fetch(&j->st->queued, (uint64_t)j->len, __ATOMIC_RELAXED);
+    if (!spilled) __atomic_sub_fetch(&j->st->queued, (uint64_t)j->len, __ATOMIC_RELAXED);
     struct node *n = j->n;
     pthread_mutex_lock(&n->cmu);
     if (rc < 0 && n->err == 0) n->err = rc;
@@ -51,7 +62,24 @@ static void encode_job(void *arg)
 
 static void hint_for(struct store *st, struct node *n, const uint8_t *raw, uint64_t off,
                      size_t len, struct store_hint *h);
+static int spill(struct store *st, struct node *n, struct job *j, uint64_t off);
 static int commit_locked(struct store *st, struct node *n, int durable, int final);
+
+/* The write buffer is full: rather than make the writer wait for the
+** encoder, put the block in the node's spill file (through the page cache)
+** and queue it at no cost; a worker reads it back when its turn comes.
+** Memory stays bounded by the buffer; the disk holds the backlog. */
+static int spill(struct store *st, struct node *n, struct job *j, uint64_t off)
+{
+    if (n->spill_fd < 0) n->spill_fd = store_spill_open(st);
+    if (n->spill_fd < 0 || ck_pwrite_full(n->spill_fd, j->raw, j->len, off) < 0) return -1;
+    __atomic_sub_fetch(&st->queued, (uint64_t)j->len, __ATOMIC_RELAXED);
+    bbuf_free(j->raw);
+    j->raw = NULL;
+    j->spill_off = off;
+    if (pool_submit(st->workers, encode_job, j, 0) < 0) encode_job(j); /* stopping */
+    return 0;
+}
 
 /* Queue raw (bbuf.h, ownership passes) as the block at file offset off,
 ** just cut by the node's cutter if it has one. */
@@ -69,7 +97,7 @@ static int submit_block(struct store *st, struct node *n, uint8_t *raw, size_t l
     }
     int ok = j && n->npend < n->pend_cap;
     if (ok) {
-        *j = (struct job){st, n, raw, len, n->npend, h};
+        *j = (struct job){st, n, raw, len, n->npend, h, 0};
         n->pend[n->npend++] = (struct fsm_extent){.file_off = off};
         n->inflight++;
     }
@@ -80,7 +108,9 @@ static int submit_block(struct store *st, struct node *n, uint8_t *raw, size_t l
         return -ENOMEM;
     }
     __atomic_add_fetch(&st->queued, (uint64_t)len, __ATOMIC_RELAXED);
-    int rc = pool_submit(st->workers, encode_job, j, len);
+    int rc = pool_try_submit(st->workers, encode_job, j, len);
+    if (rc == -EAGAIN && spill(st, n, j, off) == 0) return 0;
+    if (rc == -EAGAIN) rc = pool_submit(st->workers, encode_job, j, len); /* cannot spill */
     if (rc < 0) encode_job(j); /* pool stopping: encode here */
     return 0;
 }
@@ -644,6 +674,10 @@ static int commit_dirty(struct store *st, struct node *n, int durable, int provi
 static void end_write(struct store *st, struct node *n, int rc)
 {
     settle(n);
+    if (n->spill_fd >= 0) { /* unnamed: its blocks are gone with it */
+        close(n->spill_fd);
+        n->spill_fd = -1;
+    }
     if (rc < 0)
         ck_log(CK_LOG_ERR, "inode %llu: commit failed (%s)%s", (unsigned long long)n->ino,
                strerror(-rc),

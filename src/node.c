@@ -30,6 +30,7 @@ int node_table_create(node_table **out)
 static void node_free(struct node *n)
 {
     if (n->stage_fd >= 0) close(n->stage_fd);
+    if (n->spill_fd >= 0) close(n->spill_fd);
     extmap_put(n->map);
     bbuf_free(n->tail);
     cutter_free(n->cut);
@@ -68,7 +69,7 @@ struct node *node_pin(node_table *t, uint64_t ino)
     struct node *n = *p;
     if (!n && (n = calloc(1, sizeof *n)) != NULL) {
         n->ino = ino;
-        n->stage_fd = -1;
+        n->stage_fd = n->spill_fd = -1;
         pthread_mutex_init(&n->mu, NULL);
         pthread_mutex_init(&n->cmu, NULL);
         pthread_cond_init(&n->ccv, NULL);

@@ -54,6 +54,8 @@ struct node {
     uint64_t size;         /* current size while not clean */
     int64_t mtime, ctime;  /* times of the last change while not clean */
     int stage_fd;          /* NODE_STAGE */
+    int spill_fd;          /* NODE_STREAM: blocks waiting for a worker on disk
+                              (ingest.c), -1 until the first */
     uint64_t send;         /* NODE_STREAM: bytes appended; [send, size) is a hole */
     uint8_t *tail;         /* NODE_STREAM: bytes after the last full block */
     size_t tail_len, tail_cap;

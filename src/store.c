@@ -638,6 +638,20 @@ int store_stage_open(struct store *st, uint64_t ino, int create)
     return fd < 0 ? -errno : fd;
 }
 
+int store_spill_open(struct store *st)
+{
+    int fd = openat(st->stagefd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    if (fd >= 0 || (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL))
+        return fd < 0 ? -errno : fd;
+    /* No O_TMPFILE here: a name, unlinked at once. */
+    char name[48];
+    snprintf(name, sizeof name, ".spill-%d-%lld", (int)getpid(), (long long)ck_now_ns());
+    fd = openat(st->stagefd, name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0) return -errno;
+    unlinkat(st->stagefd, name, 0);
+    return fd;
+}
+
 int store_stage_remove(struct store *st, uint64_t ino)
 {
     char name[32];

@@ -184,5 +184,8 @@ void store_pins_floor(struct store *st, uint32_t *pack, int64_t *since);
 /* Staging file of an inode: open (creating and truncating it with create). */
 int store_stage_open(struct store *st, uint64_t ino, int create);
 int store_stage_remove(struct store *st, uint64_t ino);
+/* An unnamed file in STORE/staging (gone with its last descriptor, crash
+** or not) for blocks written faster than the workers encode them. */
+int store_spill_open(struct store *st);
 
 #endif
