@@ -41,7 +41,8 @@
 
 /* Numeric options, range-checked from one table (num_opts). */
 enum { N_THREADS, N_CACHE, N_BUFFER, N_NICE, N_RESERVE, N_BLOCK, N_BEHIND, N_GROUPS,
-       N_READAHEAD, N_DIRECT, N_KEEP_LAST, N_KEEP_EVERY, N_PRUNE, N_GC, N_BACKUP, N_COUNT };
+       N_READAHEAD, N_DIRECT, N_KEEP_LAST, N_KEEP_EVERY, N_PRUNE, N_GC, N_BACKUP, N_SPILL,
+       N_COUNT };
 
 static const struct num_opt {
     const char *name;
@@ -62,6 +63,7 @@ static const struct num_opt {
     [N_PRUNE] = {"prune_interval", 1, 31536000},
     [N_GC] = {"gc_interval", 0, 31536000},
     [N_BACKUP] = {"backup_interval", 0, 31536000},
+    [N_SPILL] = {"spill", 0, 1},
 };
 
 struct cli {
@@ -93,6 +95,7 @@ static const struct fuse_opt cli_opts[] = {
     FUSE_OPT_KEY("prune_interval=", KEY_NUM),
     FUSE_OPT_KEY("gc_interval=", KEY_NUM),
     FUSE_OPT_KEY("backup_interval=", KEY_NUM),
+    FUSE_OPT_KEY("spill=", KEY_NUM),
     OPT("attr_timeout=%lf", timeout),
     OPT("keep_within=%s", keep_within),
     OPT("keep_all", keep_all),
@@ -135,6 +138,8 @@ static void usage(const char *prog)
            "    -o cache_mib=N       decoded block cache, MiB (default 64)\n"
            "    -o write_buffer_mib=N written data queued for compression before\n"
            "                         writers wait, MiB (default 64)\n"
+           "    -o spill=1           past the write buffer, blocks wait on disk in\n"
+           "                         STORE/staging instead of the writer (default 0)\n"
            "    -o worker_nice=N     nice value of the compression workers, -20..19\n"
            "                         (default 10: the writers come first)\n"
            "    -o reserve_mib=N     free space kept for metadata; writes past it\n"
@@ -408,6 +413,7 @@ int main(int argc, char **argv)
     if (GIVEN(N_BEHIND)) so.behind_bytes = (uint64_t)NUM(N_BEHIND) << 20;
     if (GIVEN(N_BLOCK)) so.block_size = (size_t)NUM(N_BLOCK) << 10;
     so.no_group = GIVEN(N_GROUPS) && NUM(N_GROUPS) == 0;
+    so.spill = GIVEN(N_SPILL) && NUM(N_SPILL) == 1;
     so.init_nonempty = cli.init_nonempty;
     struct bg_opts keep = {.keep = {.keep_last = (unsigned)NUM(N_KEEP_LAST),
                                     .keep_every = (unsigned)NUM(N_KEEP_EVERY)},

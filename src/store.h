@@ -42,6 +42,8 @@ struct store_opts {
     uint64_t max_pack_bytes; /* pack size before a new one starts (default 1 GiB) */
     uint64_t behind_bytes;   /* pack write-behind window (default 16 MiB; 0 off) */
     int no_group;            /* tensor deltas never grouped (faster to decode) */
+    int spill;               /* blocks past the write buffer wait on disk
+                                instead of the writer (ingest.c) */
     int readonly;            /* tools: no lock, no writes */
     int shared;              /* tools beside a live mount: metadata writable
                                 through SQLite; no lock, packs read-only */

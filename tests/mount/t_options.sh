@@ -32,6 +32,7 @@ keep_every 1 1000000000
 prune_interval 1 31536000
 gc_interval 0 31536000
 backup_interval 0 31536000
+spill 0 1
 LIST
 expect_status 2 "-o attr_timeout=-1" "$CKPTFS" "$STORE" "$MNT" -o attr_timeout=-1
 grep -q "attr_timeout: .* from 0 to 86400" <<<"$ERR" || fail "attr_timeout: $ERR"

@@ -1,8 +1,8 @@
 #!/bin/bash
-# t_spill.sh: saves larger than the write buffer while the encoder is slow
-# (-o write_buffer_mib=1,threads=1). Blocks the workers cannot take go to an
-# unnamed spill file in STORE/staging and are encoded from there (ingest.c
-# spill): the writer goes on, memory stays bounded.
+# t_spill.sh: -o spill=1, saves larger than the write buffer while the
+# encoder is slow (-o write_buffer_mib=1,threads=1). Blocks the workers
+# cannot take go to an unnamed spill file in STORE/staging and are encoded
+# from there (ingest.c spill): the writer goes on, memory stays bounded.
 #
 #  1. A 96 MiB float32 file and a second version a small step from it
 #     (deltas coded from spilled blocks): both exact through the mount,
@@ -15,7 +15,7 @@ set -euo pipefail
 # shellcheck source=tests/lib.sh
 . "$TESTLIB"
 
-OPTS=write_buffer_mib=1,threads=1
+OPTS=write_buffer_mib=1,threads=1,spill=1
 /usr/bin/python3 - "$T/v1" "$T/v2" <<'PY'
 import sys, numpy as np
 rng = np.random.default_rng(7)
