@@ -1,0 +1,106 @@
+/*
+** unit_node.c: tests of the in-memory inode table (src/node.h) and extent
+** maps (src/extmap.h): a node lives while pinned, looked up by the kernel
+** or open, and goes with the last of them; node_find never creates; a
+** direct (page-cache-bypassing) handle is granted only to a sole opener,
+** and the next cached open after direct writes must drop its pages;
+** writers are counted; node_foreach visits every node once; an extent map
+** is copied and freed with its last reference.
+*/
+#include "../src/node.h"
+#include "unit_util.h"
+
+START_TEST(test_lifetime)
+{
+    node_table *t;
+    ck_assert_int_eq(node_table_create(&t), 0);
+    ck_assert_ptr_null(node_find(t, 5));
+    struct node *n = node_pin(t, 5);
+    ck_assert_ptr_nonnull(n);
+    ck_assert_ptr_eq(node_pin(t, 5), n); /* one node per inode */
+    ck_assert_int_eq(node_unpin(t, n), 0);
+    node_add(t, n, 2, 0, 0); /* the kernel looked it up twice */
+    ck_assert_int_eq(node_unpin(t, n), 0); /* still referenced */
+    struct node *f = node_find(t, 5);
+    ck_assert_ptr_eq(f, n);
+    node_add(t, f, -2, 0, 0); /* forgotten */
+    ck_assert_int_eq(node_unpin(t, f), 1); /* the last reference: gone */
+    ck_assert_ptr_null(node_find(t, 5));
+    node_table_destroy(t);
+}
+END_TEST
+
+START_TEST(test_open_rules)
+{
+    node_table *t;
+    ck_assert_int_eq(node_table_create(&t), 0);
+    struct node *n = node_pin(t, 9);
+    unsigned a = node_open(t, n, 1, 1); /* a sole writer asking for direct writes */
+    ck_assert_uint_eq(a, NODE_DIRECT);
+    ck_assert_int_eq(n->nwriters, 1);
+    unsigned b = node_open(t, n, 0, 1); /* not alone: cached */
+    ck_assert_uint_eq(b & NODE_DIRECT, 0);
+    ck_assert_int_eq(node_wrote_direct(t, n), 1); /* b's pages must be dropped */
+    ck_assert_uint_eq(node_close(t, n, 0, b), 1); /* one writer left */
+    unsigned c = node_open(t, n, 0, 0); /* cached, after direct writes */
+    ck_assert_uint_eq(c, NODE_DROP);
+    unsigned d = node_open(t, n, 0, 0); /* the drop was owed once */
+    ck_assert_uint_eq(d, 0);
+    ck_assert_uint_eq(node_close(t, n, 1, a), 0);
+    node_close(t, n, 0, c);
+    node_close(t, n, 0, d);
+    ck_assert_int_eq(node_unpin(t, n), 1);
+    node_table_destroy(t);
+}
+END_TEST
+
+static node_table *visited; /* the table count_node's pins are in */
+
+static void count_node(struct node *n, void *ctx)
+{
+    uint64_t *sum = ctx;
+    *sum += n->ino;
+    ck_assert_int_eq(node_unpin(visited, n), 0); /* fn drops the pin; lookups remain */
+}
+
+START_TEST(test_foreach_and_maps)
+{
+    node_table *t;
+    ck_assert_int_eq(node_table_create(&t), 0);
+    struct node *keep[3];
+    for (int i = 0; i < 3; i++) {
+        keep[i] = node_pin(t, (uint64_t)(i + 1) * 1000);
+        node_add(t, keep[i], 1, 0, 0);
+    }
+    for (int i = 0; i < 3; i++) ck_assert_int_eq(node_unpin(t, keep[i]), 0);
+    uint64_t sum = 0;
+    visited = t;
+    node_foreach(t, count_node, &sum);
+    ck_assert_uint_eq(sum, 6000); /* each node once */
+    struct fsm_extent e[2] = {{.file_off = 0}, {.file_off = 4096}};
+    e[1].c.raw_len = 77;
+    struct extmap *m = extmap_new(e, 2);
+    ck_assert_ptr_nonnull(m);
+    e[1].c.raw_len = 1; /* a copy, not the caller's array */
+    ck_assert_uint_eq(m->n, 2);
+    ck_assert_uint_eq(m->e[1].c.raw_len, 77);
+    extmap_get(m);
+    extmap_put(m);
+    ck_assert_int_eq(m->refs, 1);
+    extmap_put(m);
+    extmap_put(NULL);
+    node_table_destroy(t);
+}
+END_TEST
+
+int main(void)
+{
+    ut_root_init("node");
+    Suite *s = suite_create("node");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, test_lifetime);
+    tcase_add_test(tc, test_open_rules);
+    tcase_add_test(tc, test_foreach_and_maps);
+    suite_add_tcase(s, tc);
+    return ut_run(s);
+}
