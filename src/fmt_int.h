@@ -10,9 +10,10 @@
 **             storage table (key -> dtype, byte length).
 **   zip scan  (fmt.c) local headers, entry names, payload skipping.
 **
-** Every allocation goes through struct fmt_mem, which counts the bytes held,
-** enforces FMT_MAX_MEM (going past it fails soft, like malformed input) and
-** can simulate malloc failure for tests.
+** Every allocation goes through struct fmt_mem (fmt_base.c, with the dtype
+** table), which counts the bytes held, enforces FMT_MAX_MEM (going past it
+** fails soft, like malformed input) and can simulate malloc failure for
+** tests.
 */
 #ifndef CKPT_FMT_INT_H
 #define CKPT_FMT_INT_H
@@ -55,6 +56,8 @@ int fmt_mem_reserve(struct fmt_mem *m, void **p, size_t *cap, size_t need,
                     size_t elem, size_t max);
 void *fmt_mem_alloc(struct fmt_mem *m, size_t n);
 void fmt_mem_free(struct fmt_mem *m, void *p, size_t n);
+/* Count a change of a block held from old to bytes (allocated elsewhere). */
+void fmt_mem_count(struct fmt_mem *m, size_t old, size_t bytes);
 
 /* ---- dtypes ---- */
 
