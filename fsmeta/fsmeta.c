@@ -202,8 +202,7 @@ static int upgrade_to_4_pre(fsmeta *m)
     return 0;
 }
 
-/* Format 6: versions name their manifest (src/manifest.h). Before the
-** schema, whose index on the column needs it. */
+/* Format 6: versions name their manifest (src/manifest.h). */
 static int upgrade_to_6_pre(fsmeta *m)
 {
     if (!compiles(m, "SELECT 1 FROM version") || compiles(m, "SELECT manifest FROM version"))
@@ -233,7 +232,6 @@ static void fn_seq(sqlite3_context *ctx, int argc, sqlite3_value **argv)
     (void)argc, (void)argv;
     sqlite3_result_int64(ctx, cur_seq(sqlite3_user_data(ctx)));
 }
-
 
 static int prepare_all(fsmeta *m)
 {
@@ -326,7 +324,8 @@ int fsmeta_open(const char *path, int readonly, uint32_t root_uid,
     int stamp;
     if ((rc = check_identity(m, &stamp)) < 0) goto fail; /* before any write */
     if (!readonly) {
-        rc = exec(m, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA temp_store=MEMORY; PRAGMA cache_size=-32768;");
+        rc = exec(m, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
+                     "PRAGMA temp_store=MEMORY; PRAGMA cache_size=-32768;");
         char pragma[48];
         snprintf(pragma, sizeof pragma, "PRAGMA application_id=%d", FSM_APP_ID);
         if (rc == 0 && stamp) rc = exec(m, pragma);
@@ -1004,9 +1003,6 @@ static int provisional_of(fsmeta *m, uint64_t ino, uint64_t *ver)
     return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : sql_err(m, rc);
 }
 
-/* A new version of ino holding ext[0..n): chunks referenced before the
-** provisional version it replaces (if any) is released, so a chunk kept by
-** both never passes through a zero count. */
 int fsmeta_provisional(fsmeta *m, uint64_t ino)
 {
     uint64_t ver;
@@ -1016,6 +1012,9 @@ int fsmeta_provisional(fsmeta *m, uint64_t ino)
     return rc < 0 ? rc : ver != 0;
 }
 
+/* A new version of ino holding ext[0..n): chunks referenced before the
+** provisional version it replaces (if any) is released, so a chunk kept by
+** both never passes through a zero count. */
 static int put_version(fsmeta *m, uint64_t ino, struct fsm_extent *ext, size_t n,
                        uint64_t size, int64_t mtime, int provisional,
                        struct fsm_chunk *manifest, uint64_t *ver, uint64_t *stored)

@@ -111,8 +111,9 @@ static int submit_block(struct store *st, struct node *n, uint8_t *raw, size_t l
         return -ENOMEM;
     }
     __atomic_add_fetch(&st->queued, (uint64_t)len, __ATOMIC_RELAXED);
-    int rc = st->o.spill ? pool_try_submit(st->workers, encode_job, j, len) : -EAGAIN;
-    if (rc == -EAGAIN && st->o.spill && spill(st, n, j, off) == 0) return 0;
+    int rc = st->o.spill ? pool_try_submit(st->workers, encode_job, j, len)
+                         : pool_submit(st->workers, encode_job, j, len);
+    if (rc == -EAGAIN && spill(st, n, j, off) == 0) return 0;
     if (rc == -EAGAIN) rc = pool_submit(st->workers, encode_job, j, len); /* cannot spill */
     if (rc < 0) encode_job(j); /* pool stopping: encode here */
     return 0;

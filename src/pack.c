@@ -609,38 +609,6 @@ static uint64_t skip_padding(int fd, uint64_t off, uint64_t size)
     return n;
 }
 
-int pack_scan(packset *ps, uint32_t id, pack_scan_cb cb, void *ctx,
-              uint64_t *bad_off)
-{
-    int fd;
-    uint64_t size;
-    CK_TRY(pack_size(ps, id, &size));
-    CK_TRY(get_fd(ps, id, &fd)); /* scanners (fsck, gc) do not race pack_remove */
-    uint8_t h[PACK_FILE_HDR];
-    *bad_off = 0;
-    if (size < PACK_FILE_HDR || ck_pread_full(fd, h, sizeof h, 0) < 0 ||
-        memcmp(h, file_magic, 8) != 0 || ck_get32(h + 12) != id)
-        return -EIO;
-    uint64_t off = PACK_FILE_HDR;
-    while (off < size) {
-        uint8_t rh[PACK_REC_HDR];
-        struct pack_rec r;
-        *bad_off = off;
-        if (size - off < PACK_REC_HDR || ck_pread_full(fd, rh, sizeof rh, off) < 0 ||
-            pack_rec_decode(rh, &r) < 0 ||
-            size - off - PACK_REC_HDR < r.stored_len) {
-            uint64_t next = off + skip_padding(fd, off, size);
-            if (next == off) return -EIO;
-            off = next;
-            continue;
-        }
-        int stop = cb(ctx, off, &r);
-        if (stop) return stop < 0 ? stop : 0;
-        off += PACK_REC_HDR + (uint64_t)r.stored_len;
-    }
-    return 0;
-}
-
 /* The first offset in [from, size) where a valid record header starts that
 ** fits in the file, or size. Used past damage: a torn append may be
 ** followed by complete records others wrote. */
@@ -662,14 +630,18 @@ static uint64_t next_header(int fd, uint64_t from, uint64_t size)
     return size;
 }
 
-int pack_scan_all(packset *ps, uint32_t id, pack_scan_cb cb, void *ctx, uint64_t *skipped)
+/* The records of pack id to cb. Where no record starts: stop with -EIO
+** (*bad_off the place) when skipped is NULL, else look for the next valid
+** header and add the bytes passed over to *skipped. */
+static int scan_records(packset *ps, uint32_t id, pack_scan_cb cb, void *ctx,
+                        uint64_t *bad_off, uint64_t *skipped)
 {
     int fd;
     uint64_t size;
-    *skipped = 0;
     CK_TRY(pack_size(ps, id, &size));
-    CK_TRY(get_fd(ps, id, &fd));
+    CK_TRY(get_fd(ps, id, &fd)); /* scanners (fsck, gc) do not race pack_remove */
     uint8_t h[PACK_FILE_HDR];
+    *bad_off = 0;
     if (size < PACK_FILE_HDR || ck_pread_full(fd, h, sizeof h, 0) < 0 ||
         memcmp(h, file_magic, 8) != 0 || ck_get32(h + 12) != id)
         return -EIO;
@@ -677,9 +649,12 @@ int pack_scan_all(packset *ps, uint32_t id, pack_scan_cb cb, void *ctx, uint64_t
     while (off < size) {
         uint8_t rh[PACK_REC_HDR];
         struct pack_rec r;
+        *bad_off = off;
         if (size - off < PACK_REC_HDR || ck_pread_full(fd, rh, sizeof rh, off) < 0 ||
-            pack_rec_decode(rh, &r) < 0 || size - off - PACK_REC_HDR < r.stored_len) {
+            pack_rec_decode(rh, &r) < 0 ||
+            size - off - PACK_REC_HDR < r.stored_len) {
             uint64_t next = off + skip_padding(fd, off, size);
+            if (next == off && !skipped) return -EIO;
             if (next == off) {
                 next = next_header(fd, off + 1, size);
                 *skipped += next - off;
@@ -692,6 +667,19 @@ int pack_scan_all(packset *ps, uint32_t id, pack_scan_cb cb, void *ctx, uint64_t
         off += PACK_REC_HDR + (uint64_t)r.stored_len;
     }
     return 0;
+}
+
+int pack_scan(packset *ps, uint32_t id, pack_scan_cb cb, void *ctx, uint64_t *bad_off)
+{
+    return scan_records(ps, id, cb, ctx, bad_off, NULL);
+}
+
+
+int pack_scan_all(packset *ps, uint32_t id, pack_scan_cb cb, void *ctx, uint64_t *skipped)
+{
+    uint64_t bad_off;
+    *skipped = 0;
+    return scan_records(ps, id, cb, ctx, &bad_off, skipped);
 }
 
 int pack_peek(packset *ps, uint32_t id, uint64_t off, void *buf, size_t len)

@@ -362,6 +362,17 @@ static int make_files(struct scan *s, struct index *x)
     return 0;
 }
 
+static void scan_free(struct scan *s, struct index *x)
+{
+    for (size_t i = 0; i < s->nm; i++) {
+        free(s->m[i].ext);
+        free(s->m[i].path);
+    }
+    free(s->m);
+    free(s->r);
+    free(x->slot);
+}
+
 /* ---- replay ---- */
 
 /* Keep the manifests newer than every version meta.db has of their inode
@@ -428,13 +439,7 @@ int rebuild_replay(struct store *st, struct rebuild_report *rep)
         if (rc == 0) rc = make_files(&s, &x);
         if (rc == 0) rc = fsmeta_sync(st->meta);
     }
-    for (size_t i = 0; i < s.nm; i++) {
-        free(s.m[i].ext);
-        free(s.m[i].path);
-    }
-    free(s.m);
-    free(s.r);
-    free(x.slot);
+    scan_free(&s, &x);
     return rc;
 }
 
@@ -458,12 +463,6 @@ int rebuild_store(struct store *st, struct rebuild_report *rep)
     if (rc == 0) rc = fsmeta_check(st->meta, 1, NULL, NULL); /* reference counts */
     if (rc > 0) rc = 0;
     if (rc == 0) rc = fsmeta_sync(st->meta);
-    for (size_t i = 0; i < s.nm; i++) {
-        free(s.m[i].ext);
-        free(s.m[i].path);
-    }
-    free(s.m);
-    free(s.r);
-    free(x.slot);
+    scan_free(&s, &x);
     return rc;
 }
