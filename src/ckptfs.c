@@ -212,7 +212,7 @@ static void readahead_path(const char *real, char *out, size_t cap)
 static void recode_changed(void *ctx, uint64_t ino)
 {
     struct fs *fs = ctx;
-    fs_content_changed(fs, ino);
+    vfs_content_changed(fs->v, ino);
     int rc = fuse_lowlevel_notify_inval_inode(fs->se, (fuse_ino_t)ino, 0, 0);
     if (rc < 0 && rc != -ENOENT)
         ck_log(CK_LOG_WARN, "cannot drop cached pages of inode %llu: %s",
@@ -243,17 +243,18 @@ static void replay_lost(struct store *st)
                r.incomplete ? "; some named blocks that are gone" : "");
 }
 
-static void start_helpers(struct fs *fs, const struct bg_opts *bo, bg **b, ctl **c)
+static void start_helpers(struct store *st, struct fs *fs, const struct bg_opts *bo, bg **b,
+                          ctl **c)
 {
-    int rc = bg_start(fs->st, bo, recode_changed, fs, b);
+    int rc = bg_start(st, bo, recode_changed, fs, b);
     if (rc < 0) ck_log(CK_LOG_ERR, "cannot start background work: %s", strerror(-rc));
-    if (rc == 0 && (rc = ctl_start(fs->st->dirfd, ctl_gc_request, *b, c)) < 0)
+    if (rc == 0 && (rc = ctl_start(st->dirfd, ctl_gc_request, *b, c)) < 0)
         ck_log(CK_LOG_WARN, "no control socket (ckptctl gc will not reach this mount): %s",
                strerror(-rc));
 }
 
-static int serve(struct fuse_session *se, struct fuse_cmdline_opts *o, struct fs *fs,
-                 const struct bg_opts *bo)
+static int serve(struct fuse_session *se, struct fuse_cmdline_opts *o, struct store *st,
+                 struct fs *fs, const struct bg_opts *bo)
 {
     if (fuse_set_signal_handlers(se) != 0) return 1;
     char *real = realpath(o->mountpoint, NULL); /* before mounting: no daemon yet */
@@ -271,23 +272,23 @@ static int serve(struct fuse_session *se, struct fuse_cmdline_opts *o, struct fs
     /* SQLite's POSIX locks stay with the parent: without its own, the daemon
     ** looks absent to other connections (ckptctl prune would checkpoint and
     ** delete the WAL it writes to). */
-    int rc = o->foreground ? 0 : store_reopen_meta(fs->st);
+    int rc = o->foreground ? 0 : store_reopen_meta(st);
     if (rc < 0) ck_log(CK_LOG_ERR, "cannot reopen the metadata: %s", strerror(-rc));
-    if (rc == 0) rc = store_start(fs->st);
+    if (rc == 0) rc = store_start(st);
     if (rc < 0) ck_log(CK_LOG_ERR, "cannot start workers: %s", strerror(-rc));
-    if (rc == 0) replay_lost(fs->st);
+    if (rc == 0) replay_lost(st);
     /* A body that cannot be recovered now (a full disk) stays in staging for
     ** the next mount; serve anyway, so the user can free space. */
-    if (rc == 0 && fs_recover(fs) < 0)
+    if (rc == 0 && vfs_recover(fs->v) < 0)
         ck_log(CK_LOG_ERR, "some staged files were not recovered; kept in %s/staging",
-               fs->st->path);
+               st->path);
     int ret = 1;
     bg *b = NULL;
     ctl *c = NULL;
     committer *cm = NULL;
-    if (rc == 0 && (rc = committer_start(fs->st->meta, &cm)) < 0)
+    if (rc == 0 && (rc = committer_start(st->meta, &cm)) < 0)
         ck_log(CK_LOG_ERR, "cannot start the group committer: %s", strerror(-rc));
-    if (rc == 0) start_helpers(fs, bo, &b, &c);
+    if (rc == 0) start_helpers(st, fs, bo, &b, &c);
     if (rc == 0) {
         struct fuse_loop_config *lc = fuse_loop_cfg_create();
         if (!lc) return 1;
@@ -442,24 +443,22 @@ int main(int argc, char **argv)
         so.policy = pol.kind == POLICY_LOSSLESS ? NULL : pol_text;
     }
     struct fs fs = {.timeout = cli.timeout,
-                    .direct_writes = !GIVEN(N_DIRECT) || NUM(N_DIRECT) != 0,
                     .ra_kib = GIVEN(N_READAHEAD) ? (unsigned long)NUM(N_READAHEAD) : 1024};
-    int rc = open_store(cli.store, &so, &fs.st);
+    struct vfs_opts vo = {.direct_writes = !GIVEN(N_DIRECT) || NUM(N_DIRECT) != 0};
+    struct store *st;
+    int rc = open_store(cli.store, &so, &st);
     if (rc < 0) return 1;
-    if (node_table_create(&fs.nodes) < 0 || hview_create(fs.st, &fs.view) < 0) return 1;
+    if (vfs_create(st, &vo, &fs.v) < 0) return 1;
     name_mount(&args, cli.store);
-    fs.st->settle_owed = fs_settle_owed;
-    fs.st->settle_ctx = &fs;
     int ret = 1;
     struct fuse_session *se = fuse_session_new(&args, &fs_ops, sizeof fs_ops, &fs);
     if (se) {
         fs.se = se;
-        ret = serve(se, &o, &fs, &keep);
+        ret = serve(se, &o, st, &fs, &keep);
         fuse_session_destroy(se);
     }
-    node_table_destroy(fs.nodes);
-    hview_destroy(fs.view);
-    store_close(fs.st);
+    vfs_destroy(fs.v);
+    store_close(st);
     free(o.mountpoint);
     free(cli.store);
     free(cli.keep_within);
