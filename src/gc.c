@@ -139,7 +139,7 @@ static int by_share(const void *a, const void *b)
 /* Let writers go first: wait while blocks are queued for the workers. */
 static void yield_to_writers(struct store *st)
 {
-    for (int i = 0; i < GC_YIELD_MAX && __atomic_load_n(&st->queued, __ATOMIC_RELAXED); i++)
+    for (int i = 0; i < GC_YIELD_MAX && store_queued(st); i++)
         usleep(GC_YIELD_US);
 }
 

@@ -18,6 +18,7 @@
 struct imp {
     struct store *st;
     node_table *nodes;
+    struct ingest ig;
     import_progress_cb cb;
     void *ctx;
     uint64_t total;
@@ -60,7 +61,7 @@ static int copy_file(struct imp *im, int fd, uint64_t ino, const struct stat *sb
             rc = r < 0 ? -errno : 0;
             break;
         }
-        if ((rc = ingest_write(im->st, n, im->buf, (size_t)r, off)) < 0) break;
+        if ((rc = ingest_write(&im->ig, n, im->buf, (size_t)r, off)) < 0) break;
         off += (uint64_t)r;
         im->s->bytes += (uint64_t)r;
         if (im->cb) im->cb(im->ctx, im->s->bytes, im->total);
@@ -68,7 +69,7 @@ static int copy_file(struct imp *im, int fd, uint64_t ino, const struct stat *sb
     node_add(im->nodes, n, 0, -1, -1); /* the last writer closes, then commits */
     if (rc == 0) {
         ingest_set_times(n, ts_ns(&sb->st_mtim), ck_now_ns());
-        rc = ingest_commit(im->st, n, 1, 1);
+        rc = ingest_commit(&im->ig, n, 1, 1);
     }
     node_unpin(im->nodes, n);
     return rc;
@@ -232,6 +233,7 @@ int import_tree(struct store *st, const char *dir, const char *dest,
     int rc = dest_dir(st->meta, dest, &parent);
     if (rc == 0) rc = store_start(st);
     if (rc == 0) rc = node_table_create(&im.nodes);
+    if (rc == 0) ingest_init(&im.ig, st, im.nodes);
     if (rc == 0 && !(im.buf = malloc(IMPORT_BUF))) rc = -ENOMEM;
     if (rc == 0) {
         rc = import_at(&im, fd, parent);

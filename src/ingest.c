@@ -20,9 +20,85 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+enum node_mode {
+    NODE_CLEAN,  /* content is what meta.db says */
+    NODE_STREAM, /* appended sequentially from empty: blocks go straight to packs */
+    NODE_STAGE,  /* whole body in STORE/staging/<ino> */
+};
+
+/* A file's state on the write side: the head of the node the table
+** allocates for it (ingest_init sets the class). Everything from mode on
+** is guarded by mu; inflight, pend and err are also touched by the
+** compression workers and are guarded by cmu. */
+struct ifile {
+    struct node node;
+    pthread_mutex_t mu;
+    /* committed content, cached for reads (loaded on first use) */
+    int loaded;
+    uint64_t csize;
+    struct extmap *map;
+    uint64_t rd_end, ra_end; /* end of the last read; prefetch issued up to */
+
+    enum node_mode mode;
+    int dirty;             /* changes since the last commit */
+    int provisional;       /* the last commit made a provisional version */
+    int flushed;           /* dirty, and every writer has closed (flushed) it
+                              since its last change: a commit is owed */
+    uint64_t famkey;       /* hash of the cutter's family, 0 if none: read
+                              without mu, to skip others' families unlocked */
+    int lost;              /* an owed commit failed: the next fsync says so */
+    uint64_t size;         /* current size while not clean */
+    int64_t mtime, ctime;  /* times of the last change while not clean */
+    int stage_fd;          /* NODE_STAGE */
+    int spill_fd;          /* NODE_STREAM: blocks waiting for a worker on disk
+                              (ingest.c), -1 until the first */
+    uint64_t send;         /* NODE_STREAM: bytes appended; [send, size) is a hole */
+    uint8_t *tail;         /* NODE_STREAM: bytes after the last full block */
+    size_t tail_len, tail_cap;
+    struct cutter *cut;    /* where blocks end and what they hold (ingest.c) */
+    struct xbase *xb;      /* narrow bases of fp32 master weights (xbase.h) */
+    struct store_pin wpin; /* held while not clean (store.h) */
+
+    pthread_mutex_t cmu;
+    pthread_cond_t ccv;
+    unsigned inflight;       /* blocks being encoded */
+    int err;                 /* first error of a worker, reported at next call */
+    struct fsm_extent *pend; /* finished blocks in offset order; raw_len 0: hole */
+    size_t npend, pend_cap;
+};
+
+static struct ifile *ifile_of(struct node *n) { return (struct ifile *)n; }
+
+static void ifile_init(struct node *node)
+{
+    struct ifile *n = ifile_of(node);
+    n->stage_fd = n->spill_fd = -1;
+    pthread_mutex_init(&n->mu, NULL);
+    pthread_mutex_init(&n->cmu, NULL);
+    pthread_cond_init(&n->ccv, NULL);
+}
+
+static void ifile_fini(struct node *node)
+{
+    struct ifile *n = ifile_of(node);
+    if (n->stage_fd >= 0) close(n->stage_fd);
+    if (n->spill_fd >= 0) close(n->spill_fd);
+    extmap_put(n->map);
+    bbuf_free(n->tail);
+    cutter_free(n->cut);
+    if (n->wpin.st) store_unpin(n->wpin.st, &n->wpin); /* freed mid-write: shutdown */
+    xbase_free(n->xb);
+    free(n->pend);
+    pthread_mutex_destroy(&n->mu);
+    pthread_mutex_destroy(&n->cmu);
+    pthread_cond_destroy(&n->ccv);
+}
+
+static const struct node_class ifile_class = {sizeof(struct ifile), ifile_init, ifile_fini};
+
 struct job {
     struct store *st;
-    struct node *n;
+    struct ifile *n;
     uint8_t *raw;       /* NULL: spilled, at file offset spill_off of n->spill_fd */
     size_t len;
     size_t idx;
@@ -49,8 +125,8 @@ static void encode_job(void *arg)
         bbuf_free(j->raw);
     else if (rc == 0)
         rc = store_put_block_own(j->st, j->raw, j->len, &j->h, &e.c);
-    if (!spilled) __atomic_sub_fetch(&j->st->queued, (uint64_t)j->len, __ATOMIC_RELAXED);
-    struct node *n = j->n;
+    if (!spilled) store_queued_add(j->st, -(int64_t)j->len);
+    struct ifile *n = j->n;
     pthread_mutex_lock(&n->cmu);
     if (rc < 0 && n->err == 0) n->err = rc;
     n->pend[j->idx].c = e.c; /* raw_len 0 marks an all-zero block: a hole */
@@ -60,10 +136,10 @@ static void encode_job(void *arg)
     free(j);
 }
 
-static void hint_for(struct store *st, struct node *n, const uint8_t *raw, uint64_t off,
+static void hint_for(struct ingest *ig, struct ifile *n, const uint8_t *raw, uint64_t off,
                      size_t len, struct store_hint *h);
-static int spill(struct store *st, struct node *n, struct job *j, uint64_t off);
-static int commit_locked(struct store *st, struct node *n, int durable, int final);
+static int spill(struct ingest *ig, struct ifile *n, struct job *j, uint64_t off);
+static int commit_locked(struct ingest *ig, struct ifile *n, int durable, int final);
 
 /* The write buffer is full (-o spill): rather than make the writer wait
 ** for the encoder, put the block in the node's spill file (through the
@@ -72,11 +148,12 @@ static int commit_locked(struct store *st, struct node *n, int durable, int fina
 ** Off by default: on a 2-core machine it made 2 GiB saves slower (the raw
 ** bytes cross the page cache twice more, and the writer has no idle core
 ** to gain). */
-static int spill(struct store *st, struct node *n, struct job *j, uint64_t off)
+static int spill(struct ingest *ig, struct ifile *n, struct job *j, uint64_t off)
 {
+    struct store *st = ig->st;
     if (n->spill_fd < 0) n->spill_fd = store_spill_open(st);
     if (n->spill_fd < 0 || ck_pwrite_full(n->spill_fd, j->raw, j->len, off) < 0) return -1;
-    __atomic_sub_fetch(&st->queued, (uint64_t)j->len, __ATOMIC_RELAXED);
+    store_queued_add(st, -(int64_t)j->len);
     bbuf_free(j->raw);
     j->raw = NULL;
     j->spill_off = off;
@@ -86,12 +163,13 @@ static int spill(struct store *st, struct node *n, struct job *j, uint64_t off)
 
 /* Queue raw (bbuf.h, ownership passes) as the block at file offset off,
 ** just cut by the node's cutter if it has one. */
-static int submit_block(struct store *st, struct node *n, uint8_t *raw, size_t len,
+static int submit_block(struct ingest *ig, struct ifile *n, uint8_t *raw, size_t len,
                         uint64_t off)
 {
+    struct store *st = ig->st;
     struct job *j = malloc(sizeof *j);
     struct store_hint h;
-    hint_for(st, n, raw, off, len, &h);
+    hint_for(ig, n, raw, off, len, &h);
     pthread_mutex_lock(&n->cmu);
     if (j && n->npend == n->pend_cap) {
         size_t cap = n->pend_cap ? 2 * n->pend_cap : 64;
@@ -110,17 +188,17 @@ static int submit_block(struct store *st, struct node *n, uint8_t *raw, size_t l
         bbuf_free(raw);
         return -ENOMEM;
     }
-    __atomic_add_fetch(&st->queued, (uint64_t)len, __ATOMIC_RELAXED);
+    store_queued_add(st, (int64_t)len);
     int rc = st->o.spill ? pool_try_submit(st->workers, encode_job, j, len)
                          : pool_submit(st->workers, encode_job, j, len);
-    if (rc == -EAGAIN && spill(st, n, j, off) == 0) return 0;
+    if (rc == -EAGAIN && spill(ig, n, j, off) == 0) return 0;
     if (rc == -EAGAIN) rc = pool_submit(st->workers, encode_job, j, len); /* cannot spill */
     if (rc < 0) encode_job(j); /* pool stopping: encode here */
     return 0;
 }
 
 /* The first error the workers met (kept), after waiting for them if wait. */
-static int worker_err(struct node *n, int wait)
+static int worker_err(struct ifile *n, int wait)
 {
     pthread_mutex_lock(&n->cmu);
     while (wait && n->inflight > 0) pthread_cond_wait(&n->ccv, &n->cmu);
@@ -129,21 +207,22 @@ static int worker_err(struct node *n, int wait)
     return rc;
 }
 
-static int settle(struct node *n) { return worker_err(n, 1); }
+static int settle(struct ifile *n) { return worker_err(n, 1); }
 
-/* Mark (on 1) or clear n's owed commit, counted in st->owed. Clear it
+/* Mark (on 1) or clear n's owed commit, counted in ig->owed. Clear it
 ** wherever the content changes or is committed. */
-static void set_owed(struct store *st, struct node *n, int on)
+static void set_owed(struct ingest *ig, struct ifile *n, int on)
 {
     if (n->flushed == on) return;
     __atomic_store_n(&n->flushed, on, __ATOMIC_RELEASE);
-    if (on) __atomic_add_fetch(&st->owed, 1, __ATOMIC_RELEASE);
-    else __atomic_sub_fetch(&st->owed, 1, __ATOMIC_RELEASE);
+    if (on) __atomic_add_fetch(&ig->owed, 1, __ATOMIC_RELEASE);
+    else __atomic_sub_fetch(&ig->owed, 1, __ATOMIC_RELEASE);
 }
 
 /* The committed extents of ino as a map. */
-static int load_map(struct store *st, uint64_t ino, struct extmap **out)
+static int load_map(struct ingest *ig, uint64_t ino, struct extmap **out)
 {
+    struct store *st = ig->st;
     struct fsm_extent *ext;
     size_t cnt;
     CK_TRY(fsmeta_extents(st->meta, ino, &ext, &cnt));
@@ -153,14 +232,15 @@ static int load_map(struct store *st, uint64_t ino, struct extmap **out)
 }
 
 /* Load the committed extents and size; *a (optional) gets the row read. */
-static int load_committed(struct store *st, struct node *n, struct fsm_attr *out)
+static int load_committed(struct ingest *ig, struct ifile *n, struct fsm_attr *out)
 {
+    struct store *st = ig->st;
     struct fsm_attr a;
     if (n->loaded && !out) return 0;
-    if (n->loaded) return fsmeta_getattr(st->meta, n->ino, out);
-    CK_TRY(fsmeta_getattr(st->meta, n->ino, &a));
+    if (n->loaded) return fsmeta_getattr(st->meta, n->node.ino, out);
+    CK_TRY(fsmeta_getattr(st->meta, n->node.ino, &a));
     struct extmap *m;
-    CK_TRY(load_map(st, n->ino, &m));
+    CK_TRY(load_map(ig, n->node.ino, &m));
     extmap_put(n->map);
     n->map = m;
     n->csize = a.size;
@@ -169,7 +249,7 @@ static int load_committed(struct store *st, struct node *n, struct fsm_attr *out
     return 0;
 }
 
-static void drop_stream(struct node *n)
+static void drop_stream(struct ifile *n)
 {
     bbuf_free(n->tail);
     n->tail = NULL;
@@ -185,8 +265,9 @@ static void drop_stream(struct node *n)
 }
 
 /* The tensors of ino's committed content into *t: 1 if there are any. */
-static int tensors_of(struct store *st, uint64_t ino, struct fsm_tensor **t, size_t *nt)
+static int tensors_of(struct ingest *ig, uint64_t ino, struct fsm_tensor **t, size_t *nt)
 {
+    struct store *st = ig->st;
     if (fsmeta_tensors(st->meta, ino, t, nt) < 0) return 0;
     if (*nt) return 1;
     free(*t);
@@ -202,26 +283,25 @@ static int tensors_of(struct store *st, uint64_t ino, struct fsm_tensor **t, siz
 ** previous checkpoint-N/ directory), else the latest file holding its first
 ** tensor (another copy of the model: the pretrained model a fine-tuning
 ** run started from). Also records the family. */
-static void find_base(struct store *st, struct node *n)
+static void find_base(struct ingest *ig, struct ifile *n)
 {
+    struct store *st = ig->st;
     char path[4096];
-    if (fsmeta_path(st->meta, n->ino, path, sizeof path) == 0) cutter_set_family(n->cut, path);
+    if (fsmeta_path(st->meta, n->node.ino, path, sizeof path) == 0) cutter_set_family(n->cut, path);
     const char *fam = cutter_family(n->cut);
     __atomic_store_n(&n->famkey, fam ? XXH3_64bits(fam, strlen(fam)) : 0, __ATOMIC_RELEASE);
     /* Not while n is owed itself (a commit paying it): lock order, ingest.h. */
-    if (fam && !n->flushed && st->settle_owed &&
-        __atomic_load_n(&st->owed, __ATOMIC_ACQUIRE) > 0)
-        st->settle_owed(st->settle_ctx, fam, 0); /* the last version, closed a moment ago */
+    if (fam && !n->flushed) ingest_settle_all(ig, fam, 0); /* the last version, closed a moment ago */
     struct extmap *m = NULL;
     struct fsm_tensor *t = NULL;
     size_t nt = 0;
     const struct fsm_tensor *first = cutter_first(n->cut);
     uint64_t b;
-    if (n->loaded && n->map->n && tensors_of(st, n->ino, &t, &nt)) {
+    if (n->loaded && n->map->n && tensors_of(ig, n->node.ino, &t, &nt)) {
         extmap_get(m = n->map);
-    } else if (((fam && fsmeta_family_latest(st->meta, fam, n->ino, &b) == 0) ||
-                (first && fsmeta_layout_latest(st->meta, first, n->ino, &b) == 0)) &&
-               tensors_of(st, b, &t, &nt) && load_map(st, b, &m) < 0) {
+    } else if (((fam && fsmeta_family_latest(st->meta, fam, n->node.ino, &b) == 0) ||
+                (first && fsmeta_layout_latest(st->meta, first, n->node.ino, &b) == 0)) &&
+               tensors_of(ig, b, &t, &nt) && load_map(ig, b, &m) < 0) {
         free(t);
         t = NULL;
         nt = 0;
@@ -231,58 +311,63 @@ static void find_base(struct store *st, struct node *n)
 
 /* Before fp32 tensors look for the bf16 model beside them (xbase.h): the
 ** model file closed a moment ago in the same directory must be committed. */
-static void settle_siblings(struct store *st, struct node *n)
+static void settle_siblings(struct ingest *ig, struct ifile *n)
 {
+    struct store *st = ig->st;
     uint64_t parent;
     char name[256];
-    if (n->flushed || !st->settle_owed || __atomic_load_n(&st->owed, __ATOMIC_ACQUIRE) == 0 ||
-        fsmeta_name_of(st->meta, n->ino, &parent, name, sizeof name) < 0)
+    if (n->flushed || __atomic_load_n(&ig->owed, __ATOMIC_ACQUIRE) == 0 ||
+        fsmeta_name_of(st->meta, n->node.ino, &parent, name, sizeof name) < 0)
         return;
-    st->settle_owed(st->settle_ctx, NULL, parent);
+    ingest_settle_all(ig, NULL, parent);
 }
 
 /* Describe the block raw = [off, off + len) just cut, for the encoder. */
-static void hint_for(struct store *st, struct node *n, const uint8_t *raw, uint64_t off,
+static void hint_for(struct ingest *ig, struct ifile *n, const uint8_t *raw, uint64_t off,
                      size_t len, struct store_hint *h)
 {
+    struct store *st = ig->st;
     memset(h, 0, sizeof *h);
     if (!n->cut) return;
     const struct fsm_tensor *t = cutter_hint(n->cut, off, len, h);
     if (!cutter_has_base(n->cut) && cutter_first(n->cut)) {
-        find_base(st, n);
+        find_base(ig, n);
         t = cutter_hint(n->cut, off, len, h);
     }
     /* The newest version decodes alone: the block of the version before
     ** becomes a delta against this one later, in the background. */
     h->pred_only = h->has_base;
     if (t && h->width == 4 && h->is_float) {
-        if (!n->xb) settle_siblings(st, n);
+        if (!n->xb) settle_siblings(ig, n);
         if (!n->xb) n->xb = xbase_new();
-        xbase_hint(n->xb, st, n->ino, t, (off - t->off) / 4, raw, len, h);
+        xbase_hint(n->xb, st, n->node.ino, t, (off - t->off) / 4, raw, len, h);
     }
 }
 
 /* Every mode but CLEAN is a write session, pinned against an online gc
 ** (store.h): its records are not in meta.db yet. */
-static void set_mode(struct store *st, struct node *n, enum node_mode mode)
+static void set_mode(struct ingest *ig, struct ifile *n, enum node_mode mode)
 {
+    struct store *st = ig->st;
     if (mode == NODE_CLEAN) store_unpin(st, &n->wpin);
     else store_pin(st, &n->wpin);
     n->mode = mode;
 }
 
 /* A new body of n starts streaming from offset 0: parse it as it comes. */
-static void cut_begin(struct store *st, struct node *n)
+static void cut_begin(struct ingest *ig, struct ifile *n)
 {
+    struct store *st = ig->st;
     cutter_free(n->cut);
     n->cut = cutter_new(st->o.block_size); /* NULL: plain blocks, no deltas */
 }
 
 /* Move the current body of n into a fresh staging file. */
-static int to_stage(struct store *st, struct node *n)
+static int to_stage(struct ingest *ig, struct ifile *n)
 {
+    struct store *st = ig->st;
     CK_TRY(settle(n));
-    int fd = store_stage_open(st, n->ino, 1);
+    int fd = store_stage_open(st, n->node.ino, 1);
     if (fd < 0) return fd;
     const struct fsm_extent *ext = n->mode == NODE_STREAM ? n->pend : n->map->e;
     size_t cnt = n->mode == NODE_STREAM ? n->npend : n->map->n;
@@ -301,34 +386,34 @@ static int to_stage(struct store *st, struct node *n)
     bbuf_free(buf);
     if (rc < 0) {
         close(fd);
-        store_stage_remove(st, n->ino);
+        store_stage_remove(st, n->node.ino);
         return rc;
     }
     drop_stream(n);
     n->stage_fd = fd;
-    set_mode(st, n, NODE_STAGE);
+    set_mode(ig, n, NODE_STAGE);
     return 0;
 }
 
 /* Enter a write mode from CLEAN: carry the committed size and times over. */
-static int leave_clean(struct store *st, struct node *n)
+static int leave_clean(struct ingest *ig, struct ifile *n)
 {
     struct fsm_attr a;
-    CK_TRY(load_committed(st, n, &a));
+    CK_TRY(load_committed(ig, n, &a));
     n->size = n->csize;
     n->mtime = a.mtime;
     n->ctime = a.ctime;
     drop_stream(n);
-    if (n->csize > 0) return to_stage(st, n); /* copies the committed extents */
-    set_mode(st, n, NODE_STREAM);
-    cut_begin(st, n);
+    if (n->csize > 0) return to_stage(ig, n); /* copies the committed extents */
+    set_mode(ig, n, NODE_STREAM);
+    cut_begin(ig, n);
     return 0;
 }
 
 /* A tail buffer for a block of len bytes (at most bs). Sized to the block,
 ** not bs: the buffer goes on to the cache and the free list (bbuf.h), where
 ** the same block of the next checkpoint finds one of its size. */
-static int tail_room(struct node *n, size_t len, size_t bs)
+static int tail_room(struct ifile *n, size_t len, size_t bs)
 {
     assert(len <= bs);
     if (n->tail && len <= n->tail_cap) return 0;
@@ -344,8 +429,9 @@ static int tail_room(struct node *n, size_t len, size_t bs)
 
 /* Append bytes at the end of the body (n->send), cutting and queueing the
 ** blocks they complete. */
-static int stream_append(struct store *st, struct node *n, const uint8_t *buf, size_t len)
+static int stream_append(struct ingest *ig, struct ifile *n, const uint8_t *buf, size_t len)
 {
+    struct store *st = ig->st;
     size_t bs = st->o.block_size;
     if (n->cut) cutter_feed(n->cut, buf, len);
     while (len > 0) {
@@ -364,7 +450,7 @@ static int stream_append(struct store *st, struct node *n, const uint8_t *buf, s
             n->tail = NULL;
             n->tail_len = 0;
             n->tail_cap = 0;
-            CK_TRY(submit_block(st, n, full, flen, start));
+            CK_TRY(submit_block(ig, n, full, flen, start));
         }
     }
     n->size = CK_MAX(n->size, n->send);
@@ -372,7 +458,7 @@ static int stream_append(struct store *st, struct node *n, const uint8_t *buf, s
 }
 
 /* The stream's tail, however short, as a block of its own. */
-static int flush_tail(struct store *st, struct node *n)
+static int flush_tail(struct ingest *ig, struct ifile *n)
 {
     if (!n->tail_len) return 0;
     uint8_t *t = n->tail;
@@ -380,7 +466,7 @@ static int flush_tail(struct store *st, struct node *n)
     n->tail = NULL;
     n->tail_len = 0;
     n->tail_cap = 0;
-    return submit_block(st, n, t, len, n->send - len);
+    return submit_block(ig, n, t, len, n->send - len);
 }
 
 /* A write at off past the end of the stream: what lies between reads as
@@ -389,15 +475,16 @@ static int flush_tail(struct store *st, struct node *n)
 ** and the stream goes on from off, cut into plain blocks (a file with
 ** holes that large is no checkpoint), so a sparse file of any size costs
 ** its data only. */
-static int stream_gap(struct store *st, struct node *n, uint64_t off)
+static int stream_gap(struct ingest *ig, struct ifile *n, uint64_t off)
 {
+    struct store *st = ig->st;
     static const uint8_t zeros[64 << 10];
     if (off - n->send < st->o.block_size) {
         while (n->send < off)
-            CK_TRY(stream_append(st, n, zeros, (size_t)CK_MIN((uint64_t)sizeof zeros, off - n->send)));
+            CK_TRY(stream_append(ig, n, zeros, (size_t)CK_MIN((uint64_t)sizeof zeros, off - n->send)));
         return 0;
     }
-    CK_TRY(flush_tail(st, n));
+    CK_TRY(flush_tail(ig, n));
     cutter_free(n->cut);
     n->cut = NULL;
     n->send = off;
@@ -405,21 +492,22 @@ static int stream_gap(struct store *st, struct node *n, uint64_t off)
     return 0;
 }
 
-static int write_locked(struct store *st, struct node *n, const void *buf, size_t len,
+static int write_locked(struct ingest *ig, struct ifile *n, const void *buf, size_t len,
                         uint64_t off)
 {
+    struct store *st = ig->st;
     /* No settle: blocks of one stream encode on every worker at once. A
     ** change of mode settles itself (to_stage); clean nodes have no jobs. */
     CK_TRY(worker_err(n, 0));
-    set_owed(st, n, 0); /* first: a node being written is never owed (lock order) */
-    if (n->mode == NODE_CLEAN) CK_TRY(leave_clean(st, n));
-    if (n->mode == NODE_STREAM && off > n->send) CK_TRY(stream_gap(st, n, off));
-    if (n->mode == NODE_STREAM && off != n->send) CK_TRY(to_stage(st, n));
+    set_owed(ig, n, 0); /* first: a node being written is never owed (lock order) */
+    if (n->mode == NODE_CLEAN) CK_TRY(leave_clean(ig, n));
+    if (n->mode == NODE_STREAM && off > n->send) CK_TRY(stream_gap(ig, n, off));
+    if (n->mode == NODE_STREAM && off != n->send) CK_TRY(to_stage(ig, n));
     /* Streamed bytes all need room (ENOSPC here, not after close); a staged
     ** file only what it grows by, roughly. */
     if (n->mode == NODE_STREAM || off + len > n->size) CK_TRY(store_space(st, len));
     if (n->mode == NODE_STREAM) {
-        CK_TRY(stream_append(st, n, buf, len));
+        CK_TRY(stream_append(ig, n, buf, len));
     } else {
         CK_TRY(ck_pwrite_full(n->stage_fd, buf, len, off));
         n->size = CK_MAX(n->size, off + len);
@@ -429,66 +517,70 @@ static int write_locked(struct store *st, struct node *n, const void *buf, size_
     return 0;
 }
 
-int ingest_write(struct store *st, struct node *n, const void *buf, size_t len,
+int ingest_write(struct ingest *ig, struct node *node, const void *buf, size_t len,
                  uint64_t off)
 {
+    struct ifile *n = ifile_of(node);
     pthread_mutex_lock(&n->mu);
-    int rc = write_locked(st, n, buf, len, off);
+    int rc = write_locked(ig, n, buf, len, off);
     pthread_mutex_unlock(&n->mu);
     return rc;
 }
 
 /* Keep n's provisional version (the one it has) as a version. */
-static int keep_provisional(struct store *st, struct node *n)
+static int keep_provisional(struct ingest *ig, struct ifile *n)
 {
-    int rc = n->provisional ? fsmeta_keep_current(st->meta, n->ino) : 0;
+    struct store *st = ig->st;
+    int rc = n->provisional ? fsmeta_keep_current(st->meta, n->node.ino) : 0;
     if (rc == 0) n->provisional = 0;
     return rc;
 }
 
 /* What the last writers closed becomes a version (kept, not provisional)
 ** before anyone changes it again. */
-static int pay_owed(struct store *st, struct node *n)
+static int pay_owed(struct ingest *ig, struct ifile *n)
 {
-    int rc = n->flushed ? commit_locked(st, n, 0, 0) : 0;
-    return rc == 0 ? keep_provisional(st, n) : rc;
+    int rc = n->flushed ? commit_locked(ig, n, 0, 0) : 0;
+    return rc == 0 ? keep_provisional(ig, n) : rc;
 }
 
-static int truncate_locked(struct store *st, struct node *n, uint64_t size)
+static int truncate_locked(struct ingest *ig, struct ifile *n, uint64_t size)
 {
-    CK_TRY(pay_owed(st, n));
+    struct store *st = ig->st;
+    CK_TRY(pay_owed(ig, n));
     CK_TRY(settle(n));
     if (n->mode == NODE_CLEAN && size == 0) {
-        CK_TRY(load_committed(st, n, NULL));
-        set_mode(st, n, NODE_STREAM);
+        CK_TRY(load_committed(ig, n, NULL));
+        set_mode(ig, n, NODE_STREAM);
     } else if (n->mode == NODE_CLEAN) {
-        CK_TRY(leave_clean(st, n));
+        CK_TRY(leave_clean(ig, n));
     }
     if (size == 0) {
         /* Nothing survives: start a fresh stream (O_TRUNC, the trainers' case). */
         if (n->mode == NODE_STAGE) {
             close(n->stage_fd);
             n->stage_fd = -1;
-            store_stage_remove(st, n->ino);
+            store_stage_remove(st, n->node.ino);
         }
         drop_stream(n);
-        set_mode(st, n, NODE_STREAM);
-        cut_begin(st, n);
+        set_mode(ig, n, NODE_STREAM);
+        cut_begin(ig, n);
     } else if (n->mode == NODE_STREAM && size < n->send) {
-        CK_TRY(to_stage(st, n));
+        CK_TRY(to_stage(ig, n));
     }
     if (n->mode == NODE_STAGE && ftruncate(n->stage_fd, (off_t)size) < 0) return -errno;
     n->size = size;
     n->dirty = 1;
-    set_owed(st, n, 0);
+    set_owed(ig, n, 0);
     n->mtime = n->ctime = ck_now_ns();
     return 0;
 }
 
-int ingest_truncate(struct store *st, struct node *n, uint64_t size)
+int ingest_truncate(struct ingest *ig, struct node *node, uint64_t size)
 {
+    struct ifile *n = ifile_of(node);
     pthread_mutex_lock(&n->mu);
-    int rc = truncate_locked(st, n, size);
+    int rc = truncate_locked(ig, n, size);
     pthread_mutex_unlock(&n->mu);
     return rc;
 }
@@ -511,16 +603,17 @@ static int next_data(int fd, uint64_t size, uint64_t *off, uint64_t *end)
 /* Queue every block of the staging file for encoding, cut as if it had
 ** streamed in; its holes are skipped (stream_gap), so they cost nothing.
 ** The stream fields are free in NODE_STAGE. */
-static int stage_encode(struct store *st, struct node *n)
+static int stage_encode(struct ingest *ig, struct ifile *n)
 {
+    struct store *st = ig->st;
     size_t bs = st->o.block_size;
     drop_stream(n);
-    cut_begin(st, n);
+    cut_begin(ig, n);
     uint8_t *buf = bbuf_alloc(bs);
     int rc = buf ? 0 : -ENOMEM;
     uint64_t size = n->size, off = 0, end;
     while (rc == 0 && next_data(n->stage_fd, size, &off, &end)) {
-        if (off > n->send) rc = stream_gap(st, n, off);
+        if (off > n->send) rc = stream_gap(ig, n, off);
         for (off = n->send; rc == 0 && off < end; off += bs) {
             size_t len = (size_t)CK_MIN((uint64_t)bs, end - off);
             ssize_t got = pread(n->stage_fd, buf, len, (off_t)off);
@@ -529,12 +622,12 @@ static int stage_encode(struct store *st, struct node *n)
                 break;
             }
             memset(buf + got, 0, len - (size_t)got); /* past the staging end: zeros */
-            rc = stream_append(st, n, buf, len);
+            rc = stream_append(ig, n, buf, len);
         }
         off = end;
     }
     bbuf_free(buf);
-    if (rc == 0) rc = flush_tail(st, n);
+    if (rc == 0) rc = flush_tail(ig, n);
     n->size = size;
     return rc;
 }
@@ -545,9 +638,10 @@ static int stage_encode(struct store *st, struct node *n)
 #define SYNC_OWN_BYTES (1u << 20)
 
 /* Collect the extents to commit: finished blocks plus the stream tail. */
-static int gather(struct store *st, struct node *n, int durable, struct fsm_extent **out,
+static int gather(struct ingest *ig, struct ifile *n, int durable, struct fsm_extent **out,
                   size_t *cnt)
 {
+    struct store *st = ig->st;
     struct fsm_extent *v = malloc((n->npend + 1) * sizeof *v);
     if (!v) return -ENOMEM;
     size_t k = 0;
@@ -557,7 +651,7 @@ static int gather(struct store *st, struct node *n, int durable, struct fsm_exte
     if (n->mode == NODE_STREAM && n->tail_len && !ck_is_zero(n->tail, n->tail_len)) {
         struct store_hint h;
         v[k].file_off = n->send - n->tail_len;
-        hint_for(st, n, n->tail, v[k].file_off, n->tail_len, &h);
+        hint_for(ig, n, n->tail, v[k].file_off, n->tail_len, &h);
         rc = store_put_block(st, n->tail, n->tail_len, &h, &v[k].c);
         k++;
     }
@@ -574,10 +668,11 @@ static int gather(struct store *st, struct node *n, int durable, struct fsm_exte
 /* The lossy policy n's new version is to get (NULL: lossless): its own
 ** user.ckptfs.policy, else the mount's default; *now when it makes the
 ** newest version lossy too. */
-static const char *policy_of(struct store *st, struct node *n, char *buf, size_t cap,
+static const char *policy_of(struct ingest *ig, struct ifile *n, char *buf, size_t cap,
                              int *now)
 {
-    int len = fsmeta_xattr_get(st->meta, n->ino, POLICY_XATTR, buf, cap - 1);
+    struct store *st = ig->st;
+    int len = fsmeta_xattr_get(st->meta, n->node.ino, POLICY_XATTR, buf, cap - 1);
     const char *text = len < 0 ? st->o.policy : buf;
     struct policy p;
     if (len >= 0) buf[len] = 0;
@@ -590,18 +685,19 @@ static const char *policy_of(struct store *st, struct node *n, char *buf, size_t
 /* Append the manifest of the commit of v[0..k) (manifest.h) to the packs:
 ** *out, or out->raw_len 0 when the file has no path to record (removed
 ** while open, or a path too long for one). */
-static int put_manifest(struct store *st, struct node *n, const struct fsm_extent *v,
+static int put_manifest(struct ingest *ig, struct ifile *n, const struct fsm_extent *v,
                         size_t k, int provisional, struct fsm_chunk *out)
 {
+    struct store *st = ig->st;
     static _Thread_local struct manifest mf; /* 4 KiB of path: not on the stack */
     char path[MANIFEST_PATH_MAX + 2];
     struct fsm_attr a;
     out->raw_len = 0;
-    int rc = fsmeta_getattr(st->meta, n->ino, &a);
-    int replaces = rc == 0 ? fsmeta_provisional(st->meta, n->ino) : rc;
+    int rc = fsmeta_getattr(st->meta, n->node.ino, &a);
+    int replaces = rc == 0 ? fsmeta_provisional(st->meta, n->node.ino) : rc;
     if (replaces < 0) return replaces;
-    if (fsmeta_path(st->meta, n->ino, path, sizeof path) < 0 || strlen(path) < 2) return 0;
-    mf = (struct manifest){.ino = n->ino, .time = ck_now_ns(), .size = n->size,
+    if (fsmeta_path(st->meta, n->node.ino, path, sizeof path) < 0 || strlen(path) < 2) return 0;
+    mf = (struct manifest){.ino = n->node.ino, .time = ck_now_ns(), .size = n->size,
                            .mtime = n->mtime, .ctime = n->ctime, .mode = a.mode, .uid = a.uid,
                            .gid = a.gid,
                            .flags = (provisional ? MANIFEST_PROVISIONAL : 0) |
@@ -621,34 +717,35 @@ static int put_manifest(struct store *st, struct node *n, const struct fsm_exten
     return rc;
 }
 
-static int commit_dirty(struct store *st, struct node *n, int durable, int provisional)
+static int commit_dirty(struct ingest *ig, struct ifile *n, int durable, int provisional)
 {
+    struct store *st = ig->st;
     /* A staging body outlives the commit while the file stays open, and is
     ** adopted after a crash: make it at least as new on disk as the version
     ** committed now, or power loss could bring back an older, torn body. */
     if (n->mode == NODE_STAGE && fdatasync(n->stage_fd) < 0) return -errno;
-    int rc = n->mode == NODE_STAGE ? stage_encode(st, n) : 0; /* may look for bases */
+    int rc = n->mode == NODE_STAGE ? stage_encode(ig, n) : 0; /* may look for bases */
     if (rc == 0) rc = settle(n);
     struct fsm_extent *v = NULL;
     size_t k = 0;
-    if (rc == 0) rc = gather(st, n, durable, &v, &k);
+    if (rc == 0) rc = gather(ig, n, durable, &v, &k);
     struct fsm_chunk mani;
-    if (rc == 0) rc = put_manifest(st, n, v, k, provisional, &mani);
+    if (rc == 0) rc = put_manifest(ig, n, v, k, provisional, &mani);
     if (rc < 0) {
         free(v);
         return rc;
     }
     rc = fsmeta_begin(st->meta, durable);
     if (rc == 0) {
-        rc = fsmeta_set_content(st->meta, n->ino, v, k, n->size, n->mtime, n->ctime,
+        rc = fsmeta_set_content(st->meta, n->node.ino, v, k, n->size, n->mtime, n->ctime,
                                 provisional, mani.raw_len ? &mani : NULL);
         if (rc == 0 && n->cut) {
             size_t nt;
             const struct fsm_tensor *t = cutter_tensors(n->cut, &nt);
             char pbuf[POLICY_TEXT_MAX];
             int now = 0;
-            const char *pol = policy_of(st, n, pbuf, sizeof pbuf, &now);
-            rc = fsmeta_set_tensors(st->meta, n->ino, cutter_family(n->cut), pol, now, t, nt);
+            const char *pol = policy_of(ig, n, pbuf, sizeof pbuf, &now);
+            rc = fsmeta_set_tensors(st->meta, n->node.ino, cutter_family(n->cut), pol, now, t, nt);
         }
         rc = fsmeta_end(st->meta, rc);
     }
@@ -666,7 +763,7 @@ static int commit_dirty(struct store *st, struct node *n, int durable, int provi
     n->csize = n->size;
     n->loaded = map != NULL; /* without memory: reload from meta.db later */
     n->dirty = 0;
-    set_owed(st, n, 0);
+    set_owed(ig, n, 0);
     store_pin_advance(st, &n->wpin);
     n->provisional = provisional;
     return 0;
@@ -675,45 +772,47 @@ static int commit_dirty(struct store *st, struct node *n, int durable, int provi
 /* The last writer is gone: drop the write state after its final commit,
 ** which returned rc. A failure no close(2) reported (the commit was owed)
 ** is kept for the next fsync of the file and of a directory. */
-static void end_write(struct store *st, struct node *n, int rc)
+static void end_write(struct ingest *ig, struct ifile *n, int rc)
 {
+    struct store *st = ig->st;
     settle(n);
     if (n->spill_fd >= 0) { /* unnamed: its blocks are gone with it */
         close(n->spill_fd);
         n->spill_fd = -1;
     }
     if (rc < 0)
-        ck_log(CK_LOG_ERR, "inode %llu: commit failed (%s)%s", (unsigned long long)n->ino,
+        ck_log(CK_LOG_ERR, "inode %llu: commit failed (%s)%s", (unsigned long long)n->node.ino,
                strerror(-rc),
                n->mode == NODE_STAGE ? "; staging kept for recovery at next mount"
                                      : "; unsaved writes dropped");
     if (rc < 0 && n->flushed) {
         n->lost = rc;
-        __atomic_store_n(&st->lost, rc, __ATOMIC_RELEASE);
+        __atomic_store_n(&ig->lost, rc, __ATOMIC_RELEASE);
     }
     if (n->mode == NODE_STAGE) {
         close(n->stage_fd);
         n->stage_fd = -1;
         /* The staging file goes only once its commit is in meta.db, not
         ** just in an open group (fsmeta_group). */
-        if (rc == 0 && fsmeta_flush(st->meta, 0) == 0) store_stage_remove(st, n->ino);
+        if (rc == 0 && fsmeta_flush(st->meta, 0) == 0) store_stage_remove(st, n->node.ino);
     }
     drop_stream(n);
     pthread_mutex_lock(&n->cmu);
     n->err = 0;
     pthread_mutex_unlock(&n->cmu);
-    set_mode(st, n, NODE_CLEAN);
+    set_mode(ig, n, NODE_CLEAN);
     n->dirty = 0;
-    set_owed(st, n, 0);
+    set_owed(ig, n, 0);
     if (rc < 0) n->loaded = 0; /* reload what is really committed */
 }
 
-static int commit_locked(struct store *st, struct node *n, int durable, int final)
+static int commit_locked(struct ingest *ig, struct ifile *n, int durable, int final)
 {
+    struct store *st = ig->st;
     /* A release decides it is the last writer before it gets here; a new
     ** writer may have opened (and even written) since. Its own close will
     ** commit: committing its partial content now would keep it as a version. */
-    if (final && __atomic_load_n(&n->nwriters, __ATOMIC_ACQUIRE) > 0) return 0;
+    if (final && __atomic_load_n(&n->node.nwriters, __ATOMIC_ACQUIRE) > 0) return 0;
     int rc = 0;
     /* A commit while writers remain (fsync, or flush: close of one of possibly
     ** many descriptors, as a shell's dup2 does) makes a provisional version,
@@ -721,40 +820,44 @@ static int commit_locked(struct store *st, struct node *n, int durable, int fina
     ** closed, and the final release promotes it. */
     int provisional = !final;
     if (n->mode != NODE_CLEAN && n->dirty)
-        rc = commit_dirty(st, n, durable, provisional);
+        rc = commit_dirty(ig, n, durable, provisional);
     else if (durable)
         rc = fsmeta_sync(st->meta); /* an earlier commit may not be durable yet */
-    if (rc == 0 && !provisional) rc = keep_provisional(st, n);
-    if (n->mode != NODE_CLEAN && final) end_write(st, n, rc);
+    if (rc == 0 && !provisional) rc = keep_provisional(ig, n);
+    if (n->mode != NODE_CLEAN && final) end_write(ig, n, rc);
     return rc;
 }
 
-int ingest_commit(struct store *st, struct node *n, int durable, int final)
+int ingest_commit(struct ingest *ig, struct node *node, int durable, int final)
 {
+    struct ifile *n = ifile_of(node);
     pthread_mutex_lock(&n->mu);
-    int rc = commit_locked(st, n, durable, final);
+    int rc = commit_locked(ig, n, durable, final);
     if (rc == 0 && durable && n->lost) rc = n->lost; /* fsync: an owed commit failed */
     if (durable) n->lost = 0;
     pthread_mutex_unlock(&n->mu);
     return rc;
 }
 
-int ingest_flush(struct store *st, struct node *n)
+int ingest_flush(struct ingest *ig, struct node *node)
 {
+    struct ifile *n = ifile_of(node);
     pthread_mutex_lock(&n->mu);
     int rc;
     if (n->mode == NODE_STREAM && n->dirty) {
         rc = worker_err(n, 0);
-        set_owed(st, n, 1);
+        set_owed(ig, n, 1);
     } else {
-        rc = commit_locked(st, n, 0, 0);
+        rc = commit_locked(ig, n, 0, 0);
     }
     pthread_mutex_unlock(&n->mu);
     return rc;
 }
 
-int ingest_settle(struct store *st, struct node *n, const char *fam, uint64_t dir)
+int ingest_settle(struct ingest *ig, struct node *node, const char *fam, uint64_t dir)
 {
+    struct ifile *n = ifile_of(node);
+    struct store *st = ig->st;
     if (!__atomic_load_n(&n->flushed, __ATOMIC_ACQUIRE)) return 0;
     /* Not n's family or directory: no need to wait for n's lock (a commit
     ** may hold it). */
@@ -762,26 +865,60 @@ int ingest_settle(struct store *st, struct node *n, const char *fam, uint64_t di
         return 0;
     uint64_t parent;
     char name[256];
-    if (dir && (fsmeta_name_of(st->meta, n->ino, &parent, name, sizeof name) < 0 ||
+    if (dir && (fsmeta_name_of(st->meta, n->node.ino, &parent, name, sizeof name) < 0 ||
                 parent != dir))
         return 0;
     pthread_mutex_lock(&n->mu);
     const char *f = n->cut ? cutter_family(n->cut) : NULL;
-    int rc = n->flushed && (!fam || (f && strcmp(f, fam) == 0)) ? commit_locked(st, n, 0, 0) : 0;
+    int rc = n->flushed && (!fam || (f && strcmp(f, fam) == 0)) ? commit_locked(ig, n, 0, 0) : 0;
     pthread_mutex_unlock(&n->mu);
     return rc;
 }
 
-int ingest_open_writer(struct store *st, struct node *n)
+void ingest_init(struct ingest *ig, struct store *st, node_table *nodes)
 {
+    *ig = (struct ingest){.st = st, .nodes = nodes};
+    node_table_set_class(nodes, &ifile_class);
+}
+
+struct settle {
+    struct ingest *ig;
+    const char *fam;
+    uint64_t dir;
+    int rc;
+};
+
+static void settle_one(struct node *n, void *ctx)
+{
+    struct settle *s = ctx;
+    int rc = ingest_settle(s->ig, n, s->fam, s->dir);
+    if (s->rc == 0) s->rc = rc;
+    node_unpin(s->ig->nodes, n);
+}
+
+int ingest_settle_all(struct ingest *ig, const char *fam, uint64_t dir)
+{
+    struct settle s = {ig, fam, dir, 0};
+    if (__atomic_load_n(&ig->owed, __ATOMIC_ACQUIRE) > 0) node_foreach(ig->nodes, settle_one, &s);
+    return s.rc;
+}
+
+int ingest_take_lost(struct ingest *ig)
+{
+    return __atomic_exchange_n(&ig->lost, 0, __ATOMIC_ACQ_REL);
+}
+
+int ingest_open_writer(struct ingest *ig, struct node *node)
+{
+    struct ifile *n = ifile_of(node);
     pthread_mutex_lock(&n->mu);
     /* If paying fails and no other writer is open, it fails as the last
     ** writers' final commit would have: logged, kept for fsync, and this
     ** writer starts from what is committed. With another writer still
     ** open, its acknowledged writes stay and this open fails. */
-    int rc = pay_owed(st, n);
-    if (rc < 0 && __atomic_load_n(&n->nwriters, __ATOMIC_ACQUIRE) <= 1) {
-        end_write(st, n, rc);
+    int rc = pay_owed(ig, n);
+    if (rc < 0 && __atomic_load_n(&n->node.nwriters, __ATOMIC_ACQUIRE) <= 1) {
+        end_write(ig, n, rc);
         rc = 0;
     }
     pthread_mutex_unlock(&n->mu);
@@ -805,9 +942,10 @@ static void prefetch_job(void *arg)
 /* On a sequential read ending at end, queue decoding of the blocks in the
 ** next PREFETCH_BLOCKS so they wait in the cache when the kernel asks. */
 #define PREFETCH_BLOCKS 4
-static void prefetch(struct store *st, struct node *n, struct extmap *m, uint64_t off,
+static void prefetch(struct ingest *ig, struct ifile *n, struct extmap *m, uint64_t off,
                      uint64_t end)
 {
+    struct store *st = ig->st;
     int seq = off == n->rd_end;
     n->rd_end = end;
     if (!seq || !st->workers) return;
@@ -831,9 +969,10 @@ static void prefetch(struct store *st, struct node *n, struct extmap *m, uint64_
 }
 
 /* Dirty file: read under the node lock from staging or the stream. */
-static int read_dirty(struct store *st, struct node *n, uint8_t *buf, size_t len,
+static int read_dirty(struct ingest *ig, struct ifile *n, uint8_t *buf, size_t len,
                       uint64_t off)
 {
+    struct store *st = ig->st;
     if (n->mode == NODE_STAGE) {
         ssize_t r = pread(n->stage_fd, buf, len, (off_t)off);
         if (r < 0) return -errno;
@@ -847,33 +986,37 @@ static int read_dirty(struct store *st, struct node *n, uint8_t *buf, size_t len
     return 0;
 }
 
-int ingest_read(struct store *st, struct node *n, void *buf, size_t len,
+int ingest_read(struct ingest *ig, struct node *node, void *buf, size_t len,
                 uint64_t off, size_t *got)
 {
+    struct ifile *n = ifile_of(node);
+    struct store *st = ig->st;
     pthread_mutex_lock(&n->mu);
     int rc = settle(n);
-    if (rc == 0 && n->mode == NODE_CLEAN) rc = load_committed(st, n, NULL);
+    if (rc == 0 && n->mode == NODE_CLEAN) rc = load_committed(ig, n, NULL);
     uint64_t size = n->mode == NODE_CLEAN ? n->csize : n->size;
     *got = off >= size ? 0 : (size_t)CK_MIN((uint64_t)len, size - off);
     if (rc < 0 || *got == 0 || n->mode != NODE_CLEAN) {
-        if (rc == 0 && *got) rc = read_dirty(st, n, buf, *got, off);
+        if (rc == 0 && *got) rc = read_dirty(ig, n, buf, *got, off);
         pthread_mutex_unlock(&n->mu);
         return rc;
     }
     /* Clean: decode outside the lock, on a map a commit cannot free. */
     struct extmap *m = n->map;
     extmap_get(m);
-    prefetch(st, n, m, off, off + *got);
+    prefetch(ig, n, m, off, off + *got);
     pthread_mutex_unlock(&n->mu);
     rc = store_read_range(st, m->e, m->n, buf, *got, off);
     extmap_put(m);
     return rc;
 }
 
-int ingest_getattr(struct store *st, struct node *n, struct fsm_attr *a)
+int ingest_getattr(struct ingest *ig, struct node *node, struct fsm_attr *a)
 {
+    struct ifile *n = ifile_of(node);
+    struct store *st = ig->st;
     pthread_mutex_lock(&n->mu);
-    int rc = fsmeta_getattr(st->meta, n->ino, a);
+    int rc = fsmeta_getattr(st->meta, n->node.ino, a);
     if (rc == 0 && n->mode != NODE_CLEAN) {
         a->size = a->stored = n->size;
         a->mtime = n->mtime;
@@ -883,8 +1026,9 @@ int ingest_getattr(struct store *st, struct node *n, struct fsm_attr *a)
     return rc;
 }
 
-void ingest_created(struct node *n)
+void ingest_created(struct node *node)
 {
+    struct ifile *n = ifile_of(node);
     pthread_mutex_lock(&n->mu);
     struct extmap *empty = n->loaded ? NULL : extmap_new(NULL, 0);
     if (empty) {
@@ -896,8 +1040,9 @@ void ingest_created(struct node *n)
     pthread_mutex_unlock(&n->mu);
 }
 
-void ingest_set_times(struct node *n, int64_t mtime, int64_t ctime)
+void ingest_set_times(struct node *node, int64_t mtime, int64_t ctime)
 {
+    struct ifile *n = ifile_of(node);
     pthread_mutex_lock(&n->mu);
     if (n->mode != NODE_CLEAN) {
         if (mtime >= 0) n->mtime = mtime;
@@ -906,27 +1051,29 @@ void ingest_set_times(struct node *n, int64_t mtime, int64_t ctime)
     pthread_mutex_unlock(&n->mu);
 }
 
-int ingest_adopt_stage(struct store *st, struct node *n, int fd)
+int ingest_adopt_stage(struct ingest *ig, struct node *node, int fd)
 {
+    struct ifile *n = ifile_of(node);
     struct stat sb;
     if (fstat(fd, &sb) < 0) {
         close(fd);
         return -errno;
     }
     pthread_mutex_lock(&n->mu);
-    set_mode(st, n, NODE_STAGE);
+    set_mode(ig, n, NODE_STAGE);
     n->stage_fd = fd;
     n->size = (uint64_t)sb.st_size;
     n->mtime = (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec;
     n->ctime = ck_now_ns();
     n->dirty = 1;
-    set_owed(st, n, 0);
+    set_owed(ig, n, 0);
     pthread_mutex_unlock(&n->mu);
-    return ingest_commit(st, n, 1, 1);
+    return ingest_commit(ig, node, 1, 1);
 }
 
-void ingest_reload(struct node *n)
+void ingest_reload(struct node *node)
 {
+    struct ifile *n = ifile_of(node);
     pthread_mutex_lock(&n->mu);
     if (n->mode == NODE_CLEAN && !n->dirty) n->loaded = 0;
     pthread_mutex_unlock(&n->mu);

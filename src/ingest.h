@@ -1,7 +1,7 @@
 /*
 ** ingest.h: the write path of one file, from FUSE writes to a commit.
 **
-** A file being written is in one of three modes (node.h):
+** A file being written is in one of three modes:
 **
 **   CLEAN   nothing pending; reads come from the committed extents.
 **   STREAM  written from empty by sequential appends, as trainers write. Each
@@ -44,18 +44,36 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../fsmeta/fsmeta.h"
 #include "node.h"
 #include "store.h"
 
-int ingest_write(struct store *st, struct node *n, const void *buf, size_t len,
+/* The write side of a mounted store: the files being written (their nodes'
+** write state), and what a writer owes the others. */
+struct ingest {
+    struct store *st;
+    node_table *nodes;  /* a writer settles other files' owed commits */
+    unsigned long owed; /* files closed with their commit still owed (atomic) */
+    int lost;           /* an owed commit failed: ingest_take_lost says so once */
+};
+
+void ingest_init(struct ingest *ig, struct store *st, node_table *nodes);
+/* Pay every owed commit of family fam (NULL: any) in directory dir (0:
+** any): what a reader of the history, an fsync of a directory, or a writer
+** looking for its base must see committed. */
+int ingest_settle_all(struct ingest *ig, const char *fam, uint64_t dir);
+/* The error of an owed commit that failed since the last call, or 0. */
+int ingest_take_lost(struct ingest *ig);
+
+int ingest_write(struct ingest *ig, struct node *n, const void *buf, size_t len,
                  uint64_t off);
-int ingest_truncate(struct store *st, struct node *n, uint64_t size);
+int ingest_truncate(struct ingest *ig, struct node *n, uint64_t size);
 /* final: the last writer closed; drop the write state after committing. */
-int ingest_commit(struct store *st, struct node *n, int durable, int final);
+int ingest_commit(struct ingest *ig, struct node *n, int durable, int final);
 /* A writer's close (FUSE flush): a streamed file's commit becomes owed and
 ** the call returns the first error met so far without waiting; any other
 ** dirty file commits (provisionally) now. */
-int ingest_flush(struct store *st, struct node *n);
+int ingest_flush(struct ingest *ig, struct node *n);
 /* Pay n's owed commit, if it has one (provisionally: its release promotes
 ** it); with fam, only if n is of that family (cutter.h); with dir, only if
 ** n is in that directory. Lock order: only
@@ -63,17 +81,17 @@ int ingest_flush(struct store *st, struct node *n);
 ** a node being written is never owed (writes clear it first) and a commit
 ** paying an owed node settles no other node, so an owed node's lock holders
 ** never wait for another node's. */
-int ingest_settle(struct store *st, struct node *n, const char *fam, uint64_t dir);
+int ingest_settle(struct ingest *ig, struct node *n, const char *fam, uint64_t dir);
 /* A new writer opens n: a provisional version left by an earlier handle's
 ** close is kept (that handle's release may still be on its way). */
-int ingest_open_writer(struct store *st, struct node *n);
+int ingest_open_writer(struct ingest *ig, struct node *n);
 /* Read up to len bytes at off; *got is the count (short only at end of file). */
-int ingest_read(struct store *st, struct node *n, void *buf, size_t len,
+int ingest_read(struct ingest *ig, struct node *n, void *buf, size_t len,
                 uint64_t off, size_t *got);
 /* Attributes of n as a reader sees them now: the committed row with, while
 ** changes are pending, their size and times (stored is then the size).
 ** Taken under the node lock so a concurrent commit is seen whole. */
-int ingest_getattr(struct store *st, struct node *n, struct fsm_attr *a);
+int ingest_getattr(struct ingest *ig, struct node *n, struct fsm_attr *a);
 /* Times set by utimens must survive the next commit of a dirty file;
 ** mtime < 0 leaves the pending mtime as it is. */
 void ingest_set_times(struct node *n, int64_t mtime, int64_t ctime);
@@ -81,7 +99,7 @@ void ingest_set_times(struct node *n, int64_t mtime, int64_t ctime);
 ** loaded from meta.db. */
 void ingest_created(struct node *n);
 /* Take a staging file left by a crash as n's new content and commit it. */
-int ingest_adopt_stage(struct store *st, struct node *n, int fd);
+int ingest_adopt_stage(struct ingest *ig, struct node *n, int fd);
 
 /* n's committed content was rewritten beneath it (a lossy re-encoding):
 ** read it from meta.db again, unless n has changes of its own. */

@@ -2,9 +2,6 @@
 ** node.c: the table of in-memory inodes (see node.h).
 */
 #include "node.h"
-#include "bbuf.h"
-#include "cutter.h"
-#include "xbase.h"
 #include "common.h"
 
 #include <stdlib.h>
@@ -15,32 +12,39 @@
 
 struct node_table {
     pthread_mutex_t mu;
+    const struct node_class *cls;
+    void (*gone)(void *ctx, uint64_t ino);
+    void *gone_ctx;
     struct node *bucket[NBUCKET];
 };
+
+static const struct node_class plain = {sizeof(struct node), NULL, NULL};
 
 int node_table_create(node_table **out)
 {
     node_table *t = calloc(1, sizeof *t);
     if (!t) return -ENOMEM;
     pthread_mutex_init(&t->mu, NULL);
+    t->cls = &plain;
     *out = t;
     return 0;
 }
 
-static void node_free(struct node *n)
+static void node_free(node_table *t, struct node *n)
 {
-    if (n->stage_fd >= 0) close(n->stage_fd);
-    if (n->spill_fd >= 0) close(n->spill_fd);
-    extmap_put(n->map);
-    bbuf_free(n->tail);
-    cutter_free(n->cut);
-    if (n->wpin.st) store_unpin(n->wpin.st, &n->wpin); /* freed mid-write: shutdown */
-    xbase_free(n->xb);
-    free(n->pend);
-    pthread_mutex_destroy(&n->mu);
-    pthread_mutex_destroy(&n->cmu);
-    pthread_cond_destroy(&n->ccv);
+    if (t->cls->fini) t->cls->fini(n);
     free(n);
+}
+
+void node_table_set_class(node_table *t, const struct node_class *cls)
+{
+    t->cls = cls;
+}
+
+void node_table_on_gone(node_table *t, void (*fn)(void *ctx, uint64_t ino), void *ctx)
+{
+    t->gone = fn;
+    t->gone_ctx = ctx;
 }
 
 void node_table_destroy(node_table *t)
@@ -49,7 +53,7 @@ void node_table_destroy(node_table *t)
     for (int i = 0; i < NBUCKET; i++)
         for (struct node *n = t->bucket[i], *nx; n; n = nx) {
             nx = n->hnext;
-            node_free(n);
+            node_free(t, n);
         }
     pthread_mutex_destroy(&t->mu);
     free(t);
@@ -67,12 +71,9 @@ struct node *node_pin(node_table *t, uint64_t ino)
     pthread_mutex_lock(&t->mu);
     struct node **p = slot(t, ino);
     struct node *n = *p;
-    if (!n && (n = calloc(1, sizeof *n)) != NULL) {
+    if (!n && (n = calloc(1, t->cls->size)) != NULL) {
         n->ino = ino;
-        n->stage_fd = n->spill_fd = -1;
-        pthread_mutex_init(&n->mu, NULL);
-        pthread_mutex_init(&n->cmu, NULL);
-        pthread_cond_init(&n->ccv, NULL);
+        if (t->cls->init) t->cls->init(n);
         *p = n;
     }
     if (n) n->pins++;
@@ -162,8 +163,11 @@ int node_unpin(node_table *t, struct node *n)
     int gone = --n->pins == 0 && n->nlookup == 0 && n->nopen == 0;
     if (gone) *slot(t, n->ino) = n->hnext;
     pthread_mutex_unlock(&t->mu);
-    if (gone) node_free(n);
-    return gone;
+    if (!gone) return 0;
+    uint64_t ino = n->ino;
+    node_free(t, n);
+    if (t->gone) t->gone(t->gone_ctx, ino);
+    return 1;
 }
 
 void node_foreach(node_table *t, void (*fn)(struct node *n, void *ctx), void *ctx)

@@ -1,14 +1,12 @@
 /*
-** node.h: in-memory inodes: kernel reference counts and write state.
+** node.h: the table of in-memory inodes and their kernel reference counts.
 **
 ** A node exists while the kernel holds references to the inode (lookup
 ** count), while it has open handles, or while an operation has it pinned.
-** When the last of these goes, node_unref reports it so the caller can
-** delete an inode that was unlinked while in use.
-**
-** The write state (mode and the fields after it) belongs to ingest.c and is
-** guarded by mu; inflight, pend and err are also touched by compression
-** workers and are guarded by cmu.
+** When the last of these goes, node_unpin reports it (and the table's gone
+** hook runs) so the owner can delete an inode that was unlinked while in
+** use. What a file's content is while it is written belongs to the write
+** side, which extends each node (node_class; ingest.c).
 */
 #ifndef CKPT_NODE_H
 #define CKPT_NODE_H
@@ -16,16 +14,11 @@
 #include <pthread.h>
 #include <stdint.h>
 
-#include "../fsmeta/fsmeta.h"
-#include "extmap.h"
-#include "store.h"
+#include <stddef.h>
 
-enum node_mode {
-    NODE_CLEAN,  /* content is what meta.db says */
-    NODE_STREAM, /* appended sequentially from empty: blocks go straight to packs */
-    NODE_STAGE,  /* whole body in STORE/staging/<ino> */
-};
-
+/* An inode in memory: the kernel's references and how its handles cache.
+** The table allocates nodes of its class (node_table_set_class): the
+** write side (ingest.c) makes each node the head of its own per-file state. */
 struct node {
     uint64_t ino;
     struct node *hnext;
@@ -35,46 +28,26 @@ struct node {
     unsigned ndirect; /* open handles whose writes bypass the page cache */
     int stale;        /* such a handle wrote: the kernel's cached pages may be
                          older than the file */
+};
 
-    pthread_mutex_t mu;
-    /* committed content, cached for reads (loaded on first use) */
-    int loaded;
-    uint64_t csize;
-    struct extmap *map;
-    uint64_t rd_end, ra_end; /* end of the last read; prefetch issued up to */
-
-    enum node_mode mode;
-    int dirty;             /* changes since the last commit */
-    int provisional;       /* the last commit made a provisional version */
-    int flushed;           /* dirty, and every writer has closed (flushed) it
-                              since its last change: a commit is owed */
-    uint64_t famkey;       /* hash of the cutter's family, 0 if none: read
-                              without mu, to skip others' families unlocked */
-    int lost;              /* an owed commit failed: the next fsync says so */
-    uint64_t size;         /* current size while not clean */
-    int64_t mtime, ctime;  /* times of the last change while not clean */
-    int stage_fd;          /* NODE_STAGE */
-    int spill_fd;          /* NODE_STREAM: blocks waiting for a worker on disk
-                              (ingest.c), -1 until the first */
-    uint64_t send;         /* NODE_STREAM: bytes appended; [send, size) is a hole */
-    uint8_t *tail;         /* NODE_STREAM: bytes after the last full block */
-    size_t tail_len, tail_cap;
-    struct cutter *cut;    /* where blocks end and what they hold (ingest.c) */
-    struct xbase *xb;      /* narrow bases of fp32 master weights (xbase.h) */
-    struct store_pin wpin; /* held while not clean (store.h) */
-
-    pthread_mutex_t cmu;
-    pthread_cond_t ccv;
-    unsigned inflight;       /* blocks being encoded */
-    int err;                 /* first error of a worker, reported at next call */
-    struct fsm_extent *pend; /* finished blocks in offset order; raw_len 0: hole */
-    size_t npend, pend_cap;
+/* What a table allocates: size bytes (a struct whose first member is a
+** struct node), set up by init after the node fields and torn down by fini
+** before it is freed. */
+struct node_class {
+    size_t size;
+    void (*init)(struct node *n);
+    void (*fini)(struct node *n);
 };
 
 typedef struct node_table node_table;
 
 int node_table_create(node_table **out);
 void node_table_destroy(node_table *t);
+/* Allocate the table's nodes as cls (before the first node_pin). */
+void node_table_set_class(node_table *t, const struct node_class *cls);
+/* fn(ctx, ino) runs after a node is gone (its last reference dropped by
+** node_unpin): the owner deletes an inode that was unlinked while in use. */
+void node_table_on_gone(node_table *t, void (*fn)(void *ctx, uint64_t ino), void *ctx);
 
 /* Pin the node of ino, creating it if needed. */
 struct node *node_pin(node_table *t, uint64_t ino);
@@ -100,7 +73,8 @@ void node_open_undo(node_table *t, struct node *n, int writer, unsigned how);
 /* A direct handle (NODE_DIRECT) wrote: 1 if other handles are open, whose
 ** pages of the range the caller must have the kernel drop. */
 int node_wrote_direct(node_table *t, struct node *n);
-/* Drop a pin. Returns 1 when the node is gone (no refs of any kind left). */
+/* Drop a pin. Returns 1 when the node is gone (no refs of any kind left;
+** the table's gone hook has run). */
 int node_unpin(node_table *t, struct node *n);
 /* Node of ino if one exists (pinned), else NULL. */
 struct node *node_find(node_table *t, uint64_t ino);

@@ -488,10 +488,17 @@ int store_space(struct store *st, uint64_t len)
 {
     struct statvfs sv;
     if (fstatvfs(st->stagefd, &sv) < 0) return -errno;
-    uint64_t queued = __atomic_load_n(&st->queued, __ATOMIC_RELAXED);
+    uint64_t queued = store_queued(st);
     return (uint64_t)sv.f_bavail * sv.f_frsize < len + st->o.reserve_bytes + queued ? -ENOSPC
                                                                                    : 0;
 }
+
+void store_queued_add(struct store *st, int64_t delta)
+{
+    __atomic_add_fetch(&st->queued, (uint64_t)delta, __ATOMIC_RELAXED);
+}
+
+uint64_t store_queued(struct store *st) { return __atomic_load_n(&st->queued, __ATOMIC_RELAXED); }
 
 #define DECODE_MAX_NEST 64 /* far beyond any chain the bounds let form */
 static _Thread_local int nest; /* bases being rebuilt by this thread */

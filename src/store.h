@@ -73,18 +73,7 @@ struct store {
     packset *packs;
     pool *workers;  /* NULL until store_start */
     bcache *cache;
-    /* Kept by ingest.c (atomics): raw bytes queued for the workers and not
-    ** yet in a pack, which store_space counts as used; files closed with
-    ** their commit still owed. */
-    uint64_t queued;
-    unsigned long owed;
-    int lost; /* an owed commit failed: the next fsync of a directory says so */
-    /* Set by the FUSE layer: pay the owed commits of files of family fam
-    ** (NULL: any) in directory dir (0: any), so a file being written finds
-    ** its bases committed: its previous version (ingest.c find_base), the
-    ** model file beside an optimizer file (xbase.h). */
-    void (*settle_owed)(void *ctx, const char *fam, uint64_t dir);
-    void *settle_ctx;
+    uint64_t queued; /* store_queued_add (atomic) */
     pthread_mutex_t pin_mu;
     struct store_pin *pins; /* write sessions in progress */
     char meta_aside[64];    /* rebuild: the name meta.db was given; "" none */
@@ -160,6 +149,10 @@ int store_backup_meta(struct store *st, int keep);
 /* -ENOSPC unless len more bytes fit on the store's disk beside the
 ** metadata reserve and the bytes queued for the workers. */
 int store_space(struct store *st, uint64_t len);
+/* Raw bytes on their way to a pack (queued for the workers): counted as
+** used by store_space, so a full disk fails the write, not the commit. */
+void store_queued_add(struct store *st, int64_t delta);
+uint64_t store_queued(struct store *st);
 /* Copy [off, off+len) of the block of c into dst, through the cache. */
 int store_read_block(struct store *st, const struct fsm_chunk *c, size_t off,
                      size_t len, void *dst);

@@ -28,8 +28,8 @@ static void listed_stat(vfs *v, const struct fsm_attr *listed, struct stat *sb)
     struct fsm_attr a = *listed;
     struct node *n = node_find(v->nodes, listed->ino);
     if (n) {
-        if (ingest_getattr(v->st, n, &a) < 0) a = *listed;
-        vfs_unpin(v, n);
+        if (ingest_getattr(&v->ig, n, &a) < 0) a = *listed;
+        node_unpin(v->nodes, n);
     }
     vfs_fill_stat(&a, sb);
 }

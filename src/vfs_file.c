@@ -39,8 +39,8 @@ int vfs_file_open(vfs *v, uint64_t ino, int flags, int created, struct vfs_open 
     ** most of its time in the kernel. Nothing can mmap such a handle. */
     int want_direct = v->o.direct_writes && (flags & O_ACCMODE) == O_WRONLY;
     unsigned how = node_open(v->nodes, n, w, want_direct);
-    int rc = w ? ingest_open_writer(v->st, n) : 0;
-    if (rc == 0 && (flags & O_TRUNC) && w) rc = ingest_truncate(v->st, n, 0);
+    int rc = w ? ingest_open_writer(&v->ig, n) : 0;
+    if (rc == 0 && (flags & O_TRUNC) && w) rc = ingest_truncate(&v->ig, n, 0);
     if (rc < 0) {
         node_open_undo(v->nodes, n, w, how);
         free(h);
@@ -49,14 +49,14 @@ int vfs_file_open(vfs *v, uint64_t ino, int flags, int created, struct vfs_open 
         /* cached pages stay unless direct writes may have outdated them */
         *o = (struct vfs_open){h, (how & NODE_DIRECT) != 0, (how & NODE_DROP) == 0};
     }
-    vfs_unpin(v, n);
+    node_unpin(v->nodes, n);
     return rc;
 }
 
 int vfs_file_read(vfs *v, uint64_t ino, struct vfs_file *f, void *buf, size_t len,
                   uint64_t off, size_t *got)
 {
-    return ingest_read(v->st, f->n, buf, len, off, got);
+    return ingest_read(&v->ig, f->n, buf, len, off, got);
 }
 
 /* A write through a direct handle skips the kernel's own dropping of
@@ -79,7 +79,7 @@ int vfs_file_write(vfs *v, const struct cred *c, uint64_t ino, struct vfs_file *
 {
     int direct = (f->how & NODE_DIRECT) != 0;
     if (direct && !f->wrote++) CK_TRY(drop_privs(v, c, ino));
-    CK_TRY(ingest_write(v->st, f->n, buf, len, off));
+    CK_TRY(ingest_write(&v->ig, f->n, buf, len, off));
     /* A reader opened beside this handle may hold pages of the range,
     ** read before the write reached us (kernels drop them before sending a
     ** direct write, or not at all): dropped before the write returns. */
@@ -90,28 +90,28 @@ int vfs_file_write(vfs *v, const struct cred *c, uint64_t ino, struct vfs_file *
 /* close(2) waits for flush: errors met so far reach the writer here. */
 int vfs_file_flush(vfs *v, struct vfs_file *f)
 {
-    return f->writer ? ingest_flush(v->st, f->n) : 0;
+    return f->writer ? ingest_flush(&v->ig, f->n) : 0;
 }
 
 void vfs_file_release(vfs *v, struct vfs_file *f)
 {
     struct node *n = node_pin(v->nodes, f->n->ino); /* keep it while the handle goes */
     if (node_close(v->nodes, n, f->writer, f->how) == 0 && f->writer)
-        ingest_commit(v->st, n, 0, 1);
+        ingest_commit(&v->ig, n, 0, 1);
     free(f);
-    vfs_unpin(v, n);
+    node_unpin(v->nodes, n);
 }
 
-int vfs_file_fsync(vfs *v, struct vfs_file *f) { return ingest_commit(v->st, f->n, 1, 0); }
+int vfs_file_fsync(vfs *v, struct vfs_file *f) { return ingest_commit(&v->ig, f->n, 1, 0); }
 
 int vfs_file_set_size(vfs *v, uint64_t ino, uint64_t size)
 {
     struct node *n = node_pin(v->nodes, ino);
     if (!n) return -ENOMEM;
-    int rc = ingest_truncate(v->st, n, size);
+    int rc = ingest_truncate(&v->ig, n, size);
     /* With no writer open, nothing else would commit it: do it now. */
-    if (rc == 0 && node_add(v->nodes, n, 0, 0, 0) == 0) rc = ingest_commit(v->st, n, 0, 1);
-    vfs_unpin(v, n);
+    if (rc == 0 && node_add(v->nodes, n, 0, 0, 0) == 0) rc = ingest_commit(&v->ig, n, 0, 1);
+    node_unpin(v->nodes, n);
     return rc;
 }
 
@@ -128,5 +128,5 @@ int vfs_file_fallocate(vfs *v, uint64_t ino, struct vfs_file *f, int mode, uint6
     uint64_t end = off + len, size = (uint64_t)sb.st_size;
     if (end <= size) return 0;
     CK_TRY(store_space(v->st, end - CK_MAX(size, off)));
-    return (mode & FALLOC_FL_KEEP_SIZE) ? 0 : ingest_truncate(v->st, f->n, end);
+    return (mode & FALLOC_FL_KEEP_SIZE) ? 0 : ingest_truncate(&v->ig, f->n, end);
 }

@@ -1,31 +1,35 @@
 /*
 ** vfs_int.h: what the files of the filesystem core share (vfs.h).
 **
-**   vfs.c          the vfs object, inode references, attributes, settling
+**   vfs.c          the vfs object, the operations tables, whole-mount calls
 **   vfs_ns.c       the live tree's names: lookup, create, remove, rename,
-**                  link, setattr; its operations table
+**                  link, setattr
 **   vfs_dir.c      listings of the live tree
 **   vfs_xattr.c    extended attributes and access(2) of the live tree
 **   vfs_file.c     open handles of live files: read, write, commit points
 **   vfs_view.c     the history view's operations (read-only)
 **   vfs_recover.c  file bodies a crash left in staging
+**   vfs_node.c     inode references and attributes, for all of the above
 */
 #ifndef CKPT_VFS_INT_H
 #define CKPT_VFS_INT_H
 
 #include "vfs.h"
 #include "hview.h"
+#include "ingest.h"
 #include "node.h"
 
 struct vfs {
     struct store *st;
     node_table *nodes;
     hview *view;
+    struct ingest ig; /* the write side: file content, commits */
     struct vfs_opts o;
 };
 
-/* Drop a pin of n; an unlinked inode whose last reference went is deleted. */
-void vfs_unpin(vfs *v, struct node *n);
+/* vfs_node.c. Delete an unlinked inode once nothing refers to it (the node
+** table's gone hook, ctx the vfs). */
+void vfs_reap(void *ctx, uint64_t ino);
 /* After a link count dropped to 0: delete now unless still referenced. */
 void vfs_maybe_reap(vfs *v, uint64_t ino);
 /* Count a new kernel reference to ino (an entry replied). */
@@ -34,12 +38,28 @@ int vfs_count_entry(vfs *v, uint64_t ino);
 int vfs_get_attr(vfs *v, uint64_t ino, struct fsm_attr *a);
 void vfs_fill_stat(const struct fsm_attr *a, struct stat *sb);
 int vfs_get_stat(vfs *v, uint64_t ino, struct stat *sb);
-/* Pay the owed commits (ingest.h) of family fam (NULL: all) in directory
-** dir (0: all): the history view must show what writers have closed. */
-int vfs_settle(vfs *v, const char *fam, uint64_t dir);
 /* The directory update a change of its entries makes. */
 void vfs_touch_dir(struct fsm_attr *d, int dlink);
 int vfs_get_dir(fsmeta *m, uint64_t ino, struct fsm_attr *d);
+
+/* vfs_ns.c: the live tree's names (see struct vfs_ops) */
+int vfs_ns_lookup(vfs *v, uint64_t parent, const char *name, struct stat *out);
+void vfs_ns_forget(vfs *v, uint64_t ino, uint64_t nlookup);
+int vfs_ns_setattr(vfs *v, const struct cred *c, uint64_t ino, const struct stat *sb,
+                   int to_set, struct stat *out);
+int vfs_ns_readlink(vfs *v, uint64_t ino, char *buf, size_t cap);
+int vfs_ns_mknod(vfs *v, const struct cred *c, uint64_t parent, const char *name,
+                 mode_t mode, dev_t rdev, const char *target, struct stat *out);
+int vfs_ns_create(vfs *v, const struct cred *c, uint64_t parent, const char *name,
+                  mode_t mode, int flags, struct stat *out, struct vfs_open *o);
+int vfs_ns_remove(vfs *v, uint64_t parent, const char *name, int dir);
+int vfs_ns_rename(vfs *v, uint64_t p1, const char *n1, uint64_t p2, const char *n2,
+                  unsigned flags);
+int vfs_ns_link(vfs *v, uint64_t ino, uint64_t parent, const char *name, struct stat *out);
+int vfs_ns_open(vfs *v, uint64_t ino, int flags, struct vfs_open *o);
+
+/* vfs_view.c: ".ckptfs" looked up in the live root enters the view */
+int vfs_view_lookup(vfs *v, uint64_t parent, const char *name, struct stat *out);
 
 /* vfs_file.c: a handle on live file ino (created: just made, empty). */
 int vfs_file_open(vfs *v, uint64_t ino, int flags, int created, struct vfs_open *o);

@@ -46,9 +46,9 @@ static struct perm_obj obj_of(const struct fsm_attr *a)
     return (struct perm_obj){a->mode, a->uid, a->gid};
 }
 
-static int live_lookup(vfs *v, uint64_t parent, const char *name, struct stat *out)
+int vfs_ns_lookup(vfs *v, uint64_t parent, const char *name, struct stat *out)
 {
-    if (reserved(parent, name)) return vfs_view_ops.lookup(v, parent, name, out);
+    if (reserved(parent, name)) return vfs_view_lookup(v, parent, name, out);
     uint64_t ino;
     CK_TRY(name_ok(name));
     CK_TRY(fsmeta_lookup(v->st->meta, parent, name, &ino));
@@ -56,12 +56,12 @@ static int live_lookup(vfs *v, uint64_t parent, const char *name, struct stat *o
     return vfs_count_entry(v, ino);
 }
 
-static void live_forget(vfs *v, uint64_t ino, uint64_t nlookup)
+void vfs_ns_forget(vfs *v, uint64_t ino, uint64_t nlookup)
 {
     struct node *n = node_find(v->nodes, ino);
     if (!n) return;
     node_add(v->nodes, n, -(int64_t)nlookup, 0, 0);
-    vfs_unpin(v, n);
+    node_unpin(v->nodes, n);
 }
 
 static int64_t ts_ns(const struct timespec *ts)
@@ -104,19 +104,19 @@ static int do_setattr(vfs *v, const struct cred *c, uint64_t ino, const struct s
     if (n) {
         int mt = (to_set & (VFS_SET_MTIME | VFS_SET_MTIME_NOW)) != 0;
         ingest_set_times(n, mt ? a.mtime : -1, a.ctime);
-        vfs_unpin(v, n);
+        node_unpin(v->nodes, n);
     }
     return fsmeta_setattr(v->st->meta, &a);
 }
 
-static int live_setattr(vfs *v, const struct cred *c, uint64_t ino, const struct stat *sb,
+int vfs_ns_setattr(vfs *v, const struct cred *c, uint64_t ino, const struct stat *sb,
                         int to_set, struct stat *out)
 {
     CK_TRY(do_setattr(v, c, ino, sb, to_set));
     return vfs_get_stat(v, ino, out);
 }
 
-static int live_readlink(vfs *v, uint64_t ino, char *buf, size_t cap)
+int vfs_ns_readlink(vfs *v, uint64_t ino, char *buf, size_t cap)
 {
     size_t len;
     CK_TRY(fsmeta_readlink(v->st->meta, ino, buf, cap, &len));
@@ -145,7 +145,7 @@ static int make_node(vfs *v, const struct cred *c, uint64_t parent, const char *
     return fsmeta_create(v->st->meta, parent, name, a, target, 0);
 }
 
-static int live_mknod(vfs *v, const struct cred *c, uint64_t parent, const char *name,
+int vfs_ns_mknod(vfs *v, const struct cred *c, uint64_t parent, const char *name,
                       mode_t mode, dev_t rdev, const char *target, struct stat *out)
 {
     struct fsm_attr a;
@@ -153,7 +153,7 @@ static int live_mknod(vfs *v, const struct cred *c, uint64_t parent, const char 
     return made_entry(v, &a, out);
 }
 
-static int live_create(vfs *v, const struct cred *c, uint64_t parent, const char *name,
+int vfs_ns_create(vfs *v, const struct cred *c, uint64_t parent, const char *name,
                        mode_t mode, int flags, struct stat *out, struct vfs_open *o)
 {
     struct fsm_attr a;
@@ -186,7 +186,7 @@ static int remove_entry(fsmeta *m, uint64_t parent, const char *name, int want_d
     return fsmeta_setattr(m, &d);
 }
 
-static int live_remove(vfs *v, uint64_t parent, const char *name, int dir)
+int vfs_ns_remove(vfs *v, uint64_t parent, const char *name, int dir)
 {
     uint64_t ino = 0;
     uint32_t nlink = 1;
@@ -263,7 +263,7 @@ static int do_rename(fsmeta *m, uint64_t p1, const char *n1, uint64_t p2, const 
     return move(m, p1, n1, i1, p2, n2, have_dst, i2, victim);
 }
 
-static int live_rename(vfs *v, uint64_t p1, const char *n1, uint64_t p2, const char *n2,
+int vfs_ns_rename(vfs *v, uint64_t p1, const char *n1, uint64_t p2, const char *n2,
                        unsigned flags)
 {
     uint64_t victim = 0;
@@ -292,7 +292,7 @@ static int do_link(fsmeta *m, uint64_t ino, uint64_t parent, const char *name)
     return fsmeta_setattr(m, &d);
 }
 
-static int live_link(vfs *v, uint64_t ino, uint64_t parent, const char *name,
+int vfs_ns_link(vfs *v, uint64_t ino, uint64_t parent, const char *name,
                      struct stat *out)
 {
     CK_TRY(view_ro(ino));
@@ -303,37 +303,10 @@ static int live_link(vfs *v, uint64_t ino, uint64_t parent, const char *name,
     return vfs_count_entry(v, ino);
 }
 
-static int live_open(vfs *v, uint64_t ino, int flags, struct vfs_open *o)
+int vfs_ns_open(vfs *v, uint64_t ino, int flags, struct vfs_open *o)
 {
     struct fsm_attr a;
     CK_TRY(fsmeta_getattr(v->st->meta, ino, &a));
     if (S_ISDIR(a.mode)) return -EISDIR;
     return vfs_file_open(v, ino, flags, 0, o);
 }
-
-const struct vfs_ops vfs_live_ops = {
-    .lookup = live_lookup,
-    .forget = live_forget,
-    .getattr = vfs_get_stat,
-    .setattr = live_setattr,
-    .readlink = live_readlink,
-    .mknod = live_mknod,
-    .remove = live_remove,
-    .rename = live_rename,
-    .link = live_link,
-    .open = live_open,
-    .create = live_create,
-    .read = vfs_file_read,
-    .write = vfs_file_write,
-    .flush = vfs_file_flush,
-    .release = vfs_file_release,
-    .fsync = vfs_file_fsync,
-    .fallocate = vfs_file_fallocate,
-    .opendir = vfs_dir_open,
-    .readdir = vfs_dir_read,
-    .setxattr = vfs_xattr_set,
-    .getxattr = vfs_xattr_get,
-    .listxattr = vfs_xattr_list,
-    .removexattr = vfs_xattr_remove,
-    .access = vfs_access,
-};

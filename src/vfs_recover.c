@@ -69,9 +69,9 @@ static int recover_one(vfs *v, uint64_t ino)
         close(fd);
         return -ENOMEM;
     }
-    int rc = ingest_adopt_stage(v->st, n, fd);
+    int rc = ingest_adopt_stage(&v->ig, n, fd);
     if (rc == 0 && target != ino) store_stage_remove(v->st, ino);
-    vfs_unpin(v, n);
+    node_unpin(v->nodes, n);
     return rc;
 }
 

@@ -13,9 +13,9 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-static int view_lookup(vfs *v, uint64_t parent, const char *name, struct stat *out)
+int vfs_view_lookup(vfs *v, uint64_t parent, const char *name, struct stat *out)
 {
-    vfs_settle(v, NULL, 0);
+    ingest_settle_all(&v->ig, NULL, 0);
     return hview_lookup(v->view, parent, name, out);
 }
 
@@ -40,7 +40,7 @@ static int view_readlink(vfs *v, uint64_t ino, char *buf, size_t cap)
 static int view_open(vfs *v, uint64_t ino, int flags, struct vfs_open *o)
 {
     if ((flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC)) return -EROFS;
-    vfs_settle(v, NULL, 0);
+    ingest_settle_all(&v->ig, NULL, 0);
     CK_TRY(hview_open(v->view, ino));
     *o = (struct vfs_open){NULL, 0, 1};
     return 0;
@@ -71,7 +71,7 @@ static int view_dirent(void *ctx, const char *name, const struct stat *sb, uint6
 
 static int view_readdir(vfs *v, uint64_t ino, off_t off, const struct vfs_dirsink *s)
 {
-    vfs_settle(v, NULL, 0);
+    ingest_settle_all(&v->ig, NULL, 0);
     return hview_readdir(v->view, ino, (uint64_t)off, s->plus, view_dirent, (void *)s);
 }
 
@@ -123,7 +123,7 @@ static int ro_setxattr(vfs *v, uint64_t ino, const char *name, const char *value
 static int ro_removexattr(vfs *v, uint64_t ino, const char *name) { return -EROFS; }
 
 const struct vfs_ops vfs_view_ops = {
-    .lookup = view_lookup,
+    .lookup = vfs_view_lookup,
     .forget = view_forget,
     .getattr = view_getattr,
     .setattr = ro_setattr,

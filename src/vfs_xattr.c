@@ -101,8 +101,8 @@ int vfs_xattr_get(vfs *v, uint64_t ino, const char *name, char *buf, size_t size
     if (history_is_xattr(name)) {
         struct node *n = node_find(v->nodes, ino);
         if (n) {
-            ingest_settle(v->st, n, NULL, 0); /* the version its writer closed */
-            vfs_unpin(v, n);
+            ingest_settle(&v->ig, n, NULL, 0); /* the version its writer closed */
+            node_unpin(v->nodes, n);
         }
         CK_TRY(shown_version(v, ino, &ver));
         return history_xattr(v->st->meta, ver, name, buf, size);

@@ -262,16 +262,18 @@ static uint64_t mk(struct store *st, uint64_t parent, const char *name, mode_t m
 }
 
 /* Write one file through the ingest path; returns its stored bytes. */
-static uint64_t ingest_file(struct store *st, node_table *nt, uint64_t dir, const char *name,
+static uint64_t ingest_file(struct ingest *ig, uint64_t dir, const char *name,
                             const uint8_t *b, size_t len, double *secs)
 {
+    struct store *st = ig->st;
+    node_table *nt = ig->nodes;
     uint64_t ino = mk(st, dir, name, S_IFREG | 0644);
     struct node *n = node_pin(nt, ino);
     double t0 = now();
     for (size_t off = 0; off < len; off += 1 << 20)
-        if (ingest_write(st, n, b + off, CK_MIN((size_t)1 << 20, len - off), off) < 0)
+        if (ingest_write(ig, n, b + off, CK_MIN((size_t)1 << 20, len - off), off) < 0)
             die("ingest_write");
-    if (ingest_commit(st, n, 0, 1) < 0) die("commit");
+    if (ingest_commit(ig, n, 0, 1) < 0) die("commit");
     *secs += now() - t0;
     node_unpin(nt, n);
     struct fsm_attr a;
@@ -292,6 +294,8 @@ static void run_series(const char *series, struct sums *s)
     node_table *nt;
     if (store_open(tmpl, &o, &st) < 0 || store_start(st) < 0) die("store");
     if (node_table_create(&nt) < 0) die("nodes");
+    struct ingest ig;
+    ingest_init(&ig, st, nt);
     char **ck, **pfiles = NULL;
     uint8_t **pbuf = NULL;
     size_t nck = list_dir(series, &ck, 1), npf = 0, *plen = NULL;
@@ -313,7 +317,7 @@ static void run_series(const char *series, struct sums *s)
             for (size_t k = 0; k < npf; k++)
                 if (!strcmp(pfiles[k], files[j])) pb = pbuf[k], pl = plen[k];
             int cl = class_of(files[j]);
-            uint64_t v[5] = {len, ingest_file(st, nt, dino, files[j], b, len, &s->ingest_s),
+            uint64_t v[5] = {len, ingest_file(&ig, dino, files[j], b, len, &s->ingest_s),
                              zstd_size(b, len, 3), planed_file(b, len, NULL, 0),
                              planed_file(b, len, pb, pl)};
             for (int sc = 0; sc < (i ? SC_N : 1); sc++) {

@@ -23,6 +23,7 @@ struct fx {
     char dir[128];
     struct store *st;
     node_table *nt;
+    struct ingest ig;
 };
 
 static void fx_open(struct fx *f)
@@ -38,6 +39,7 @@ static void fx_open(struct fx *f)
     ck_assert_int_eq(store_open(f->dir, &o, &f->st), 0);
     ck_assert_int_eq(store_start(f->st), 0);
     ck_assert_int_eq(node_table_create(&f->nt), 0);
+    ingest_init(&f->ig, f->st, f->nt);
 }
 
 static void fx_close(struct fx *f)
@@ -59,9 +61,9 @@ static uint64_t mkfile(struct fx *f, const char *name)
 /* Stream buf into n from offset 0 (after truncating it to 0). */
 static void stream(struct fx *f, struct node *n, const uint8_t *buf, size_t len)
 {
-    ck_assert_int_eq(ingest_truncate(f->st, n, 0), 0);
+    ck_assert_int_eq(ingest_truncate(&f->ig, n, 0), 0);
     for (size_t off = 0; off < len; off += 10007)
-        ck_assert_int_eq(ingest_write(f->st, n, buf + off, CK_MIN((size_t)10007, len - off), off),
+        ck_assert_int_eq(ingest_write(&f->ig, n, buf + off, CK_MIN((size_t)10007, len - off), off),
                          0);
 }
 
@@ -69,7 +71,7 @@ static void expect_content(struct fx *f, struct node *n, const uint8_t *ref, siz
 {
     uint8_t *buf = ut_xmalloc(len + 1);
     size_t got = 0;
-    ck_assert_int_eq(ingest_read(f->st, n, buf, len + 1, 0, &got), 0);
+    ck_assert_int_eq(ingest_read(&f->ig, n, buf, len + 1, 0, &got), 0);
     ck_assert_uint_eq(got, len);
     ck_assert_msg(memcmp(buf, ref, len) == 0, "content differs");
     free(buf);
@@ -114,20 +116,20 @@ START_TEST(test_writer_keeps_its_records)
     struct node *na = node_pin(f.nt, mkfile(&f, "a"));
     struct node *nb = node_pin(f.nt, mkfile(&f, "b"));
     stream(&f, na, a1, len);
-    ck_assert_int_eq(ingest_commit(f.st, na, 1, 1), 0);
+    ck_assert_int_eq(ingest_commit(&f.ig, na, 1, 1), 0);
     uint64_t v1 = current_version(&f, na->ino);
     /* b is written, not committed: its blocks sit in packs meta.db does not
     ** know of, which a gc must leave alone. */
     stream(&f, nb, b, len);
     stream(&f, na, a2, len);
-    ck_assert_int_eq(ingest_commit(f.st, na, 1, 1), 0);
+    ck_assert_int_eq(ingest_commit(&f.ig, na, 1, 1), 0);
     ck_assert_int_eq(fsmeta_version_prune(f.st->meta, v1), 0);
     struct gc_stats s;
     ck_assert_int_eq(run_gc(&f, &s), 0);
     /* v1's blocks died after b started: b may have taken them as bases. */
     ck_assert_uint_eq(s.chunks_deleted, 0);
     ck_assert_uint_gt(s.packs_rewritten, 0);
-    ck_assert_int_eq(ingest_commit(f.st, nb, 1, 1), 0);
+    ck_assert_int_eq(ingest_commit(&f.ig, nb, 1, 1), 0);
     expect_content(&f, nb, b, len);
     expect_content(&f, na, a2, len);
     ck_assert_int_eq(run_gc(&f, &s), 0); /* b is done: now they go */
@@ -152,9 +154,9 @@ START_TEST(test_reader_follows_moves)
     struct node *na = node_pin(f.nt, mkfile(&f, "a"));
     struct node *nj = node_pin(f.nt, mkfile(&f, "junk"));
     stream(&f, na, a, len);
-    ck_assert_int_eq(ingest_commit(f.st, na, 1, 1), 0);
+    ck_assert_int_eq(ingest_commit(&f.ig, na, 1, 1), 0);
     stream(&f, nj, junk, len);
-    ck_assert_int_eq(ingest_commit(f.st, nj, 1, 1), 0);
+    ck_assert_int_eq(ingest_commit(&f.ig, nj, 1, 1), 0);
     /* A reader's copies of a's rows, before gc moves every record. */
     struct fsm_extent *old;
     size_t n;
@@ -207,7 +209,7 @@ START_TEST(test_pruned_base_rebased)
     weights(v2, len, 2);
     struct node *n = node_pin(f.nt, mkfile(&f, "w.bin"));
     stream(&f, n, v1, len);
-    ck_assert_int_eq(ingest_commit(f.st, n, 1, 1), 0);
+    ck_assert_int_eq(ingest_commit(&f.ig, n, 1, 1), 0);
     uint64_t first = current_version(&f, n->ino);
     /* A second version written in place deltas against the first, when
     ** the cutter finds no tensors: hint them by hand through a store-level

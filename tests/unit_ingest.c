@@ -27,6 +27,7 @@ struct fx {
     char dir[128];
     struct store *st;
     node_table *nt;
+    struct ingest ig;
 };
 
 /* Open the store with free disk kept back for metadata (0: none). */
@@ -41,6 +42,7 @@ static void fx_start_reserve(struct fx *f, uint64_t reserve)
     ck_assert_int_eq(store_open(f->dir, &o, &f->st), 0);
     ck_assert_int_eq(store_start(f->st), 0);
     ck_assert_int_eq(node_table_create(&f->nt), 0);
+    ingest_init(&f->ig, f->st, f->nt);
 }
 
 static void fx_start(struct fx *f) { fx_start_reserve(f, 0); }
@@ -104,7 +106,7 @@ static int staging_count(const struct fx *f)
 
 static void wr(struct fx *f, struct node *n, const uint8_t *buf, size_t len, uint64_t off)
 {
-    ck_assert_int_eq(ingest_write(f->st, n, buf, len, off), 0);
+    ck_assert_int_eq(ingest_write(&f->ig, n, buf, len, off), 0);
 }
 
 /* Check n reads as ref[0..size): whole, in odd-sized pieces, and past EOF. */
@@ -112,7 +114,7 @@ static void check_content(struct fx *f, struct node *n, const uint8_t *ref, size
 {
     uint8_t *buf = ut_xmalloc(size + 4096);
     size_t got = 12345;
-    ck_assert_int_eq(ingest_read(f->st, n, buf, size + 4096, 0, &got), 0);
+    ck_assert_int_eq(ingest_read(&f->ig, n, buf, size + 4096, 0, &got), 0);
     ck_assert_uint_eq(got, size);
     for (size_t i = 0; i < size; i++)
         if (buf[i] != ref[i])
@@ -121,18 +123,18 @@ static void check_content(struct fx *f, struct node *n, const uint8_t *ref, size
     for (size_t off = 0; off < size; off += 40009) {
         size_t len = CK_MIN((size_t)30011, size - off);
         memset(buf, 0xEE, len);
-        ck_assert_int_eq(ingest_read(f->st, n, buf, 30011, off, &got), 0);
+        ck_assert_int_eq(ingest_read(&f->ig, n, buf, 30011, off, &got), 0);
         ck_assert_uint_eq(got, len);
         ck_assert_msg(memcmp(buf, ref + off, len) == 0, "piece at %zu differs", off);
     }
     if (size > 0) {
-        ck_assert_int_eq(ingest_read(f->st, n, buf, 10, size - 1, &got), 0);
+        ck_assert_int_eq(ingest_read(&f->ig, n, buf, 10, size - 1, &got), 0);
         ck_assert_uint_eq(got, 1);
         ck_assert_uint_eq(buf[0], ref[size - 1]);
     }
-    ck_assert_int_eq(ingest_read(f->st, n, buf, 10, size, &got), 0);
+    ck_assert_int_eq(ingest_read(&f->ig, n, buf, 10, size, &got), 0);
     ck_assert_uint_eq(got, 0);
-    ck_assert_int_eq(ingest_read(f->st, n, buf, 10, size + 100000, &got), 0);
+    ck_assert_int_eq(ingest_read(&f->ig, n, buf, 10, size + 100000, &got), 0);
     ck_assert_uint_eq(got, 0);
     free(buf);
 }
@@ -203,20 +205,20 @@ START_TEST(test_seq_write)
     }
     /* Pending size and times show while dirty; the row is not written yet. */
     struct fsm_attr pa, a;
-    ck_assert_int_eq(ingest_getattr(f.st, n, &pa), 0);
+    ck_assert_int_eq(ingest_getattr(&f.ig, n, &pa), 0);
     ck_assert_uint_eq(pa.size, N);
     ck_assert_int_eq(fsmeta_getattr(f.st->meta, ino, &a), 0);
     ck_assert_uint_eq(a.size, 0);
     check_content(&f, n, ref, N);
     ck_assert_int_eq(staging_count(&f), 0); /* streamed: no staging file */
 
-    ck_assert_int_eq(ingest_commit(f.st, n, 0, 1), 0);
+    ck_assert_int_eq(ingest_commit(&f.ig, n, 0, 1), 0);
     size_t next = check_meta(&f, ino, ref, N);
     ck_assert_uint_eq(next, (N + BS - 1) / BS); /* random data: no holes */
     ck_assert_int_eq(fsmeta_getattr(f.st->meta, ino, &a), 0);
     ck_assert_int_eq(a.mtime, pa.mtime); /* the pending times were committed */
     struct fsm_attr ca;
-    ck_assert_int_eq(ingest_getattr(f.st, n, &ca), 0);
+    ck_assert_int_eq(ingest_getattr(&f.ig, n, &ca), 0);
     ck_assert_uint_eq(ca.size, N);
     ck_assert_uint_eq(ca.stored, a.stored);
     check_content(&f, n, ref, N);
@@ -287,12 +289,12 @@ START_TEST(test_random_writes)
 
     random_writes(&f, n, ref, &size, CAP, 40, &seed);
     check_content(&f, n, ref, size);
-    ck_assert_int_eq(ingest_commit(f.st, n, 0, 0), 0); /* fsync-style */
+    ck_assert_int_eq(ingest_commit(&f.ig, n, 0, 0), 0); /* fsync-style */
     check_content(&f, n, ref, size);
     check_meta(&f, ino, ref, size);
     random_writes(&f, n, ref, &size, CAP, 20, &seed);
     check_content(&f, n, ref, size);
-    ck_assert_int_eq(ingest_commit(f.st, n, 0, 1), 0);
+    ck_assert_int_eq(ingest_commit(&f.ig, n, 0, 1), 0);
     check_content(&f, n, ref, size);
     check_meta(&f, ino, ref, size);
     ck_assert_int_eq(staging_count(&f), 0);
@@ -303,7 +305,7 @@ START_TEST(test_random_writes)
     n = pin(&f, ino);
     random_writes(&f, n, ref, &size, CAP, 20, &seed);
     check_content(&f, n, ref, size);
-    ck_assert_int_eq(ingest_commit(f.st, n, 0, 1), 0);
+    ck_assert_int_eq(ingest_commit(&f.ig, n, 0, 1), 0);
     check_content(&f, n, ref, size);
     node_unpin(f.nt, n);
     check_after_reopen(&f, ino, ref, size);
@@ -325,15 +327,15 @@ START_TEST(test_truncate)
     check_content(&f, n, ref, 200000);
 
     /* Down while streaming, then up: the extension reads as zeros. */
-    ck_assert_int_eq(ingest_truncate(f.st, n, 70000), 0);
+    ck_assert_int_eq(ingest_truncate(&f.ig, n, 70000), 0);
     check_content(&f, n, ref, 70000);
-    ck_assert_int_eq(ingest_truncate(f.st, n, 250000), 0);
+    ck_assert_int_eq(ingest_truncate(&f.ig, n, 250000), 0);
     memset(ref + 70000, 0, 250000 - 70000);
     check_content(&f, n, ref, 250000);
     struct fsm_attr pa;
-    ck_assert_int_eq(ingest_getattr(f.st, n, &pa), 0);
+    ck_assert_int_eq(ingest_getattr(&f.ig, n, &pa), 0);
     ck_assert_uint_eq(pa.size, 250000);
-    ck_assert_int_eq(ingest_commit(f.st, n, 0, 1), 0);
+    ck_assert_int_eq(ingest_commit(&f.ig, n, 0, 1), 0);
     check_content(&f, n, ref, 250000);
     ck_assert_uint_eq(check_meta(&f, ino, ref, 250000), 2); /* blocks 0 and 1 only */
     node_unpin(f.nt, n);
@@ -341,27 +343,27 @@ START_TEST(test_truncate)
 
     /* On a committed (clean) file: down, commit, up, commit. */
     n = pin(&f, ino);
-    ck_assert_int_eq(ingest_truncate(f.st, n, 1000), 0);
+    ck_assert_int_eq(ingest_truncate(&f.ig, n, 1000), 0);
     check_content(&f, n, ref, 1000);
-    ck_assert_int_eq(ingest_commit(f.st, n, 0, 1), 0);
+    ck_assert_int_eq(ingest_commit(&f.ig, n, 0, 1), 0);
     check_content(&f, n, ref, 1000);
     check_meta(&f, ino, ref, 1000);
-    ck_assert_int_eq(ingest_truncate(f.st, n, 5000), 0);
+    ck_assert_int_eq(ingest_truncate(&f.ig, n, 5000), 0);
     memset(ref + 1000, 0, 4000);
     check_content(&f, n, ref, 5000);
-    ck_assert_int_eq(ingest_commit(f.st, n, 0, 1), 0);
+    ck_assert_int_eq(ingest_commit(&f.ig, n, 0, 1), 0);
     check_content(&f, n, ref, 5000);
     node_unpin(f.nt, n);
     check_after_reopen(&f, ino, ref, 5000);
 
     /* To zero, then write again (the O_TRUNC case). */
     n = pin(&f, ino);
-    ck_assert_int_eq(ingest_truncate(f.st, n, 0), 0);
+    ck_assert_int_eq(ingest_truncate(&f.ig, n, 0), 0);
     check_content(&f, n, ref, 0);
     ut_fill_random(ref, 3000, 4);
     wr(&f, n, ref, 3000, 0);
     check_content(&f, n, ref, 3000);
-    ck_assert_int_eq(ingest_commit(f.st, n, 0, 1), 0);
+    ck_assert_int_eq(ingest_commit(&f.ig, n, 0, 1), 0);
     check_content(&f, n, ref, 3000);
     check_meta(&f, ino, ref, 3000);
     node_unpin(f.nt, n);
@@ -382,7 +384,7 @@ START_TEST(test_truncate_up_then_append)
     const size_t CAP = 200000;
     uint8_t *ref = ut_xmalloc(CAP);
     memset(ref, 0, CAP);
-    ck_assert_int_eq(ingest_truncate(f.st, n, 100000), 0);
+    ck_assert_int_eq(ingest_truncate(&f.ig, n, 100000), 0);
     check_content(&f, n, ref, 100000);
     uint8_t *data = ut_xmalloc(130000);
     ut_fill_random(data, 130000, 5);
@@ -393,7 +395,7 @@ START_TEST(test_truncate_up_then_append)
     memcpy(ref + 50000, data + 50000, 80000);
     free(data);
     check_content(&f, n, ref, 130000);
-    ck_assert_int_eq(ingest_commit(f.st, n, 0, 1), 0);
+    ck_assert_int_eq(ingest_commit(&f.ig, n, 0, 1), 0);
     check_content(&f, n, ref, 130000);
     check_meta(&f, ino, ref, 130000);
     node_unpin(f.nt, n);
@@ -405,9 +407,9 @@ START_TEST(test_truncate_up_then_append)
     ut_fill_random(ref, 70000, 6);
     memset(ref + 70000, 0, 100000);
     wr(&f, n, ref, 70000, 0);
-    ck_assert_int_eq(ingest_truncate(f.st, n, 170000), 0);
+    ck_assert_int_eq(ingest_truncate(&f.ig, n, 170000), 0);
     check_content(&f, n, ref, 170000);
-    ck_assert_int_eq(ingest_commit(f.st, n, 0, 1), 0);
+    ck_assert_int_eq(ingest_commit(&f.ig, n, 0, 1), 0);
     check_content(&f, n, ref, 170000);
     ck_assert_uint_eq(check_meta(&f, ino2, ref, 170000), 2);
     node_unpin(f.nt, n);
@@ -431,7 +433,7 @@ START_TEST(test_zero_holes)
     ut_fill_random(ref + 4 * BS, BS, 8);
     for (size_t off = 0; off < N; off += 10000) wr(&f, n, ref + off, CK_MIN((size_t)10000, N - off), off);
     check_content(&f, n, ref, N);
-    ck_assert_int_eq(ingest_commit(f.st, n, 0, 1), 0);
+    ck_assert_int_eq(ingest_commit(&f.ig, n, 0, 1), 0);
     check_content(&f, n, ref, N);
     struct fsm_extent *e;
     size_t ne;
@@ -450,7 +452,7 @@ START_TEST(test_zero_holes)
     memset(zero, 0, 200000);
     wr(&f, n, zero, 123456, 0);
     wr(&f, n, zero, 200000 - 123456, 123456);
-    ck_assert_int_eq(ingest_commit(f.st, n, 0, 1), 0);
+    ck_assert_int_eq(ingest_commit(&f.ig, n, 0, 1), 0);
     check_content(&f, n, zero, 200000);
     ck_assert_int_eq(fsmeta_extents(f.st->meta, z, &e, &ne), 0);
     ck_assert_uint_eq(ne, 0);
@@ -469,7 +471,7 @@ START_TEST(test_zero_holes)
     ref[5] = 0x42;
     wr(&f, n, ref + 5, 1, 5);
     check_content(&f, n, ref, 150000);
-    ck_assert_int_eq(ingest_commit(f.st, n, 0, 1), 0);
+    ck_assert_int_eq(ingest_commit(&f.ig, n, 0, 1), 0);
     check_content(&f, n, ref, 150000);
     ck_assert_uint_eq(check_meta(&f, s, ref, 150000), 1);
     node_unpin(f.nt, n);
@@ -492,15 +494,15 @@ START_TEST(test_durable_commit)
     uint8_t *ref = ut_xmalloc(N);
     ut_fill_random(ref, N, 9);
     wr(&f, n, ref, N, 0);
-    ck_assert_int_eq(ingest_commit(f.st, n, 1, 1), 0);
+    ck_assert_int_eq(ingest_commit(&f.ig, n, 1, 1), 0);
     check_content(&f, n, ref, N);
     /* A durable commit with nothing new (fsync of a clean file). */
-    ck_assert_int_eq(ingest_commit(f.st, n, 1, 0), 0);
+    ck_assert_int_eq(ingest_commit(&f.ig, n, 1, 0), 0);
     check_meta(&f, ino, ref, N);
     /* Stage mode, durable. */
     ut_fill_random(ref + 1000, 5000, 10);
     wr(&f, n, ref + 1000, 5000, 1000);
-    ck_assert_int_eq(ingest_commit(f.st, n, 1, 1), 0);
+    ck_assert_int_eq(ingest_commit(&f.ig, n, 1, 1), 0);
     check_content(&f, n, ref, N);
     node_unpin(f.nt, n);
     check_after_reopen(&f, ino, ref, N);
@@ -522,7 +524,7 @@ START_TEST(test_fsync_then_append)
     ut_fill_random(ref, N, 11);
     wr(&f, n, ref, 60000, 0);
     wr(&f, n, ref + 60000, N1 - 60000, 60000);
-    ck_assert_int_eq(ingest_commit(f.st, n, 1, 0), 0);
+    ck_assert_int_eq(ingest_commit(&f.ig, n, 1, 0), 0);
     check_content(&f, n, ref, N1);
     check_meta(&f, ino, ref, N1);
 
@@ -550,11 +552,11 @@ START_TEST(test_fsync_then_append)
     fsmeta_close(ro);
 
     wr(&f, n, ref + N1, 70000, N1);
-    ck_assert_int_eq(ingest_commit(f.st, n, 1, 0), 0); /* a second fsync */
+    ck_assert_int_eq(ingest_commit(&f.ig, n, 1, 0), 0); /* a second fsync */
     check_content(&f, n, ref, N1 + 70000);
     wr(&f, n, ref + N1 + 70000, N - N1 - 70000, N1 + 70000);
     check_content(&f, n, ref, N);
-    ck_assert_int_eq(ingest_commit(f.st, n, 0, 1), 0);
+    ck_assert_int_eq(ingest_commit(&f.ig, n, 0, 1), 0);
     check_content(&f, n, ref, N);
     size_t k = check_meta(&f, ino, ref, N);
     /* fsyncs of a file still open make provisional versions, replaced by the
@@ -586,17 +588,17 @@ START_TEST(test_staging_removed)
     staging_path(sp, &f, ino);
     ck_assert_int_eq(ut_file_size(sp), 12000);
     ck_assert_int_eq(staging_count(&f), 1);
-    ck_assert_int_eq(ingest_commit(f.st, n, 0, 0), 0);
+    ck_assert_int_eq(ingest_commit(&f.ig, n, 0, 0), 0);
     check_content(&f, n, ref, sizeof ref);
-    ck_assert_int_eq(ingest_commit(f.st, n, 0, 1), 0);
+    ck_assert_int_eq(ingest_commit(&f.ig, n, 0, 1), 0);
     ck_assert_int_eq(staging_count(&f), 0);
     ck_assert_int_eq(ut_file_size(sp), -1);
     check_content(&f, n, ref, sizeof ref);
     /* truncate to 0 of a staged file drops its staging file too. */
     wr(&f, n, data, 100, 50);
     ck_assert_int_eq(staging_count(&f), 1);
-    ck_assert_int_eq(ingest_truncate(f.st, n, 0), 0);
-    ck_assert_int_eq(ingest_commit(f.st, n, 0, 1), 0);
+    ck_assert_int_eq(ingest_truncate(&f.ig, n, 0), 0);
+    ck_assert_int_eq(ingest_commit(&f.ig, n, 0, 1), 0);
     ck_assert_int_eq(staging_count(&f), 0);
     check_content(&f, n, ref, 0);
     node_unpin(f.nt, n);
@@ -620,7 +622,7 @@ START_TEST(test_adopt_stage)
     uint8_t old[5000];
     ut_fill_random(old, sizeof old, 14);
     wr(&f, n, old, sizeof old, 0);
-    ck_assert_int_eq(ingest_commit(f.st, n, 0, 1), 0);
+    ck_assert_int_eq(ingest_commit(&f.ig, n, 0, 1), 0);
 
     char sp[200];
     staging_path(sp, &f, ino);
@@ -630,7 +632,7 @@ START_TEST(test_adopt_stage)
     close(wfd);
     int fd = store_stage_open(f.st, ino, 0);
     ck_assert_int_ge(fd, 0);
-    ck_assert_int_eq(ingest_adopt_stage(f.st, n, fd), 0);
+    ck_assert_int_eq(ingest_adopt_stage(&f.ig, n, fd), 0);
     check_content(&f, n, ref, N);
     ck_assert_uint_eq(check_meta(&f, ino, ref, N), (N + BS - 1) / BS - 2);
     ck_assert_int_eq(staging_count(&f), 0);
@@ -645,7 +647,7 @@ START_TEST(test_adopt_stage)
     ck_assert_int_eq(write(wfd, ref, 1234), 1234);
     close(wfd);
     n = pin(&f, ino2);
-    ck_assert_int_eq(ingest_adopt_stage(f.st, n, store_stage_open(f.st, ino2, 0)), 0);
+    ck_assert_int_eq(ingest_adopt_stage(&f.ig, n, store_stage_open(f.st, ino2, 0)), 0);
     check_content(&f, n, ref, 1234);
     node_unpin(f.nt, n);
     check_after_reopen(&f, ino2, ref, 1234);
@@ -667,7 +669,7 @@ START_TEST(test_enospc_keeps_committed)
     uint8_t *ref = ut_xmalloc(N), *data = ut_xmalloc(3 * BS);
     ut_fill_random(ref, N, 15);
     wr(&f, n, ref, N, 0);
-    ck_assert_int_eq(ingest_commit(f.st, n, 0, 1), 0);
+    ck_assert_int_eq(ingest_commit(&f.ig, n, 0, 1), 0);
     node_unpin(f.nt, n);
     fx_stop(&f);
     fx_start_reserve(&f, 1ull << 60); /* more than any disk: every write is refused */
@@ -677,14 +679,14 @@ START_TEST(test_enospc_keeps_committed)
     /* Overwrite in place: the commit cannot store the blocks. */
     n = pin(&f, ino);
     ut_fill_random(data, 1000, 16);
-    int rc = ingest_write(f.st, n, data, 1000, 5000);
-    if (rc == 0) rc = ingest_commit(f.st, n, 0, 1);
+    int rc = ingest_write(&f.ig, n, data, 1000, 5000);
+    if (rc == 0) rc = ingest_commit(&f.ig, n, 0, 1);
     ck_assert_int_eq(rc, -ENOSPC);
     check_content(&f, n, ref, N);
     check_meta(&f, ino, ref, N);
     /* Extending the file: refused. */
-    ck_assert_int_eq(ingest_write(f.st, n, data, 1000, N + 10), -ENOSPC);
-    rc = ingest_commit(f.st, n, 0, 1);
+    ck_assert_int_eq(ingest_write(&f.ig, n, data, 1000, N + 10), -ENOSPC);
+    rc = ingest_commit(&f.ig, n, 0, 1);
     ck_assert_msg(rc == 0 || rc == -ENOSPC, "commit after a refused write: %d", rc);
     check_content(&f, n, ref, N);
     node_unpin(f.nt, n);
@@ -695,8 +697,8 @@ START_TEST(test_enospc_keeps_committed)
     ut_fill_random(data, 3 * BS, 17);
     rc = 0;
     for (size_t off = 0; off < 3 * BS && rc == 0; off += BS)
-        rc = ingest_write(f.st, n, data + off, BS, off);
-    int crc = ingest_commit(f.st, n, 0, 1);
+        rc = ingest_write(&f.ig, n, data + off, BS, off);
+    int crc = ingest_commit(&f.ig, n, 0, 1);
     ck_assert_int_eq(rc < 0 ? rc : crc, -ENOSPC);
     struct fsm_attr a;
     ck_assert_int_eq(fsmeta_getattr(f.st->meta, ino2, &a), 0);
@@ -716,7 +718,7 @@ END_TEST
 static void stream_file(struct fx *f, struct node *n, const uint8_t *buf, size_t len)
 {
     for (size_t off = 0; off < len; off += 9973) wr(f, n, buf + off, CK_MIN((size_t)9973, len - off), off);
-    ck_assert_int_eq(ingest_commit(f->st, n, 0, 1), 0);
+    ck_assert_int_eq(ingest_commit(&f->ig, n, 0, 1), 0);
 }
 
 static uint64_t delta_chunks(struct fx *f)
@@ -806,7 +808,7 @@ START_TEST(test_checkpoint_deltas)
 
     /* Rewritten in place (O_TRUNC): its old content becomes the delta. */
     n = pin(&f, i2);
-    ck_assert_int_eq(ingest_truncate(f.st, n, 0), 0);
+    ck_assert_int_eq(ingest_truncate(&f.ig, n, 0), 0);
     stream_file(&f, n, v3, len);
     check_content(&f, n, v3, len);
     node_unpin(f.nt, n);
@@ -819,7 +821,7 @@ START_TEST(test_checkpoint_deltas)
     struct fsm_stats before, after;
     ck_assert_int_eq(fsmeta_stats(f.st->meta, &before), 0);
     n = pin(&f, i2);
-    ck_assert_int_eq(ingest_truncate(f.st, n, 0), 0);
+    ck_assert_int_eq(ingest_truncate(&f.ig, n, 0), 0);
     stream_file(&f, n, v3, len);
     node_unpin(f.nt, n);
     ck_assert_int_eq(fsmeta_stats(f.st->meta, &after), 0);
@@ -851,8 +853,8 @@ static void *writer_thread(void *arg)
     struct writer *w = arg;
     w->rc = 0;
     for (size_t off = 0; off < w->len && w->rc == 0; off += 7000)
-        w->rc = ingest_write(w->f->st, w->n, w->ref + off, CK_MIN((size_t)7000, w->len - off), off);
-    if (w->rc == 0) w->rc = ingest_commit(w->f->st, w->n, 0, 1);
+        w->rc = ingest_write(&w->f->ig, w->n, w->ref + off, CK_MIN((size_t)7000, w->len - off), off);
+    if (w->rc == 0) w->rc = ingest_commit(&w->f->ig, w->n, 0, 1);
     return NULL;
 }
 

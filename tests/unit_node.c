@@ -5,8 +5,11 @@
 ** direct (page-cache-bypassing) handle is granted only to a sole opener,
 ** and the next cached open after direct writes must drop its pages;
 ** writers are counted; node_foreach visits every node once; an extent map
-** is copied and freed with its last reference.
+** is copied and freed with its last reference; a table allocates nodes of
+** its class (init and fini run once each) and its gone hook hears of
+** every node that goes, with its inode number, and of no other.
 */
+#include "../src/extmap.h"
 #include "../src/node.h"
 #include "unit_util.h"
 
@@ -27,6 +30,59 @@ START_TEST(test_lifetime)
     ck_assert_int_eq(node_unpin(t, f), 1); /* the last reference: gone */
     ck_assert_ptr_null(node_find(t, 5));
     node_table_destroy(t);
+}
+END_TEST
+
+/* A class that extends struct node, as the write side does. */
+struct big {
+    struct node node;
+    int inits, tag;
+};
+static int fini_calls, gone_calls;
+static uint64_t gone_ino;
+static void big_init(struct node *n) { ((struct big *)n)->inits++; }
+static void big_fini(struct node *n)
+{
+    ck_assert_int_eq(((struct big *)n)->tag, 7);
+    fini_calls++;
+}
+static void on_gone(void *ctx, uint64_t ino)
+{
+    (*(int *)ctx)++;
+    gone_calls++;
+    gone_ino = ino;
+}
+
+START_TEST(test_class_and_gone_hook)
+{
+    static const struct node_class cls = {sizeof(struct big), big_init, big_fini};
+    node_table *t;
+    int ctx = 0;
+    ck_assert_int_eq(node_table_create(&t), 0);
+    node_table_set_class(t, &cls);
+    node_table_on_gone(t, on_gone, &ctx);
+    struct big *b = (struct big *)node_pin(t, 9);
+    ck_assert_ptr_nonnull(b);
+    ck_assert_int_eq(b->inits, 1);
+    ck_assert_ptr_eq(node_pin(t, 9), &b->node); /* no second init */
+    ck_assert_int_eq(b->inits, 1);
+    b->tag = 7;
+    node_add(t, &b->node, 1, 0, 0);
+    ck_assert_int_eq(node_unpin(t, &b->node), 0);
+    ck_assert_int_eq(node_unpin(t, &b->node), 0);
+    ck_assert_int_eq(gone_calls, 0); /* the kernel still holds it */
+    struct node *n = node_find(t, 9);
+    node_add(t, n, -1, 0, 0);
+    ck_assert_int_eq(node_unpin(t, n), 1);
+    ck_assert_int_eq(fini_calls, 1);
+    ck_assert_int_eq(gone_calls, 1);
+    ck_assert_int_eq(ctx, 1);
+    ck_assert_uint_eq(gone_ino, 9);
+    struct big *c = (struct big *)node_pin(t, 10);
+    c->tag = 7;
+    node_table_destroy(t); /* fini for what is left, no gone hook */
+    ck_assert_int_eq(fini_calls, 2);
+    ck_assert_int_eq(gone_calls, 1);
 }
 END_TEST
 
@@ -101,6 +157,7 @@ int main(void)
     tcase_add_test(tc, test_lifetime);
     tcase_add_test(tc, test_open_rules);
     tcase_add_test(tc, test_foreach_and_maps);
+    tcase_add_test(tc, test_class_and_gone_hook);
     suite_add_tcase(s, tc);
     return ut_run(s);
 }
