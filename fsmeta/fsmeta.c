@@ -1012,6 +1012,20 @@ int fsmeta_provisional(fsmeta *m, uint64_t ino)
     return rc < 0 ? rc : ver != 0;
 }
 
+/* Queue c's predecessor, if it has one, for re-encoding against c
+** (fsmeta_reverse.c). */
+static int reverse_add(fsmeta *m, const struct fsm_chunk *c)
+{
+    if (!c->pred.older || c->pred.older == c->id) return 0;
+    sqlite3_stmt *s = stmt(m, S_RVINS);
+    bind_i64(s, 1, (int64_t)c->id);
+    bind_i64(s, 2, (int64_t)c->pred.older);
+    bind_i64(s, 3, c->pred.width);
+    bind_i64(s, 4, c->pred.flags);
+    return run(m, s);
+}
+
+
 /* A new version of ino holding ext[0..n): chunks referenced before the
 ** provisional version it replaces (if any) is released, so a chunk kept by
 ** both never passes through a zero count. */
@@ -1027,7 +1041,7 @@ static int put_version(fsmeta *m, uint64_t ino, struct fsm_extent *ext, size_t n
     for (size_t i = 0; i < n; i++) {
         if (ext[i].c.id == 0) {
             CK_TRY(fsm_add_chunk(m, &ext[i].c));
-            CK_TRY(fsm_reverse_add(m, &ext[i].c));
+            CK_TRY(reverse_add(m, &ext[i].c));
         }
         CK_TRY(fsm_chunk_ref(m, ext[i].c.id, 1));
         *stored += ext[i].c.stored_len;

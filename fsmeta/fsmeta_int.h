@@ -48,8 +48,6 @@ extern const char *const fsm_hist_sql[S_COUNT];
 extern const char *const fsm_check_sql[S_COUNT];
 extern const char *const fsm_lossy_sql[S_COUNT];
 extern const char *const fsm_reverse_sql[S_COUNT];
-/* Queue chunk c's predecessor, if it has one (fsmeta_reverse.c). */
-int fsm_reverse_add(fsmeta *m, const struct fsm_chunk *c);
 
 struct fsmeta {
     sqlite3 *db;

@@ -33,17 +33,6 @@ const char *const fsm_reverse_sql[S_COUNT] = {
     [S_RVCOUNT] = "SELECT count(*) FROM reverse_todo",
 };
 
-int fsm_reverse_add(fsmeta *m, const struct fsm_chunk *c)
-{
-    if (!c->pred.older || c->pred.older == c->id) return 0;
-    sqlite3_stmt *s = stmt(m, S_RVINS);
-    bind_i64(s, 1, (int64_t)c->id);
-    bind_i64(s, 2, (int64_t)c->pred.older);
-    bind_i64(s, 3, c->pred.width);
-    bind_i64(s, 4, c->pred.flags);
-    return run(m, s);
-}
-
 static void pair_row(sqlite3_stmt *s, void *dst)
 {
     struct fsm_rpair *p = dst;
