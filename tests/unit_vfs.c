@@ -12,7 +12,7 @@
 ** takes), the read-only history view and its reserved name, setattr and
 ** access(2) with non-root callers, extended attributes (the canonical
 ** policy, unsupported namespaces), over-long names, and the recovery of a
-** staging body whose inode is gone.
+** staging body whose inode is gone, setgid directories.
 */
 #include "../src/common.h"
 #include "../src/hview.h"
@@ -169,6 +169,7 @@ struct dent {
     char name[NAME_MAX + 1];
     uint64_t ino;
     mode_t mode;
+    off_t size;
     off_t cookie;
 };
 
@@ -214,6 +215,7 @@ static int s_add(void *ctx, const char *name, const struct stat *sb, off_t cooki
     strcpy(d->name, name);
     d->ino = sb->st_ino;
     d->mode = sb->st_mode;
+    d->size = sb->st_size;
     d->cookie = cookie;
     s->used += need;
     return 0;
@@ -490,6 +492,25 @@ START_TEST(test_rename)
     ck_assert_int_eq(attr_rc(&f, b), -ENOENT);
     check_file(&f, a, (const uint8_t *)"AAAA", 4);
 
+    /* Replacing a file that is open: it lives on until closed and forgotten. */
+    uint64_t c = put_file(&f, &user_cred, ROOT, "c", "CCC", 3, 0); /* create's ref kept */
+    uint64_t e = put_file(&f, &user_cred, ROOT, "e", "EEEEE", 5, 1);
+    struct vfs_open o;
+    ck_assert_int_eq(ops(c)->open(f.v, c, O_RDONLY, &o), 0);
+    ck_assert_int_eq(ops(ROOT)->rename(f.v, ROOT, "e", ROOT, "c", 0), 0);
+    ck_assert_int_eq(lookup(&f, ROOT, "c", NULL), (int64_t)e);
+    ck_assert_uint_eq(attr(&f, c).st_nlink, 0);
+    char cb[8];
+    size_t got;
+    ck_assert_int_eq(ops(c)->read(f.v, c, o.fh, cb, sizeof cb, 0, &got), 0);
+    ck_assert_uint_eq(got, 3);
+    ck_assert_int_eq(memcmp(cb, "CCC", 3), 0);
+    ops(c)->release(f.v, o.fh);
+    ck_assert_int_eq(attr_rc(&f, c), 0);
+    ops(c)->forget(f.v, c, 1);
+    ck_assert_int_eq(attr_rc(&f, c), -ENOENT);
+    check_file(&f, e, (const uint8_t *)"EEEEE", 5);
+
     /* Directories. */
     struct stat r0 = attr(&f, ROOT);
     uint64_t d1 = mk(&f, &user_cred, ROOT, "d1", S_IFDIR | 0755, NULL);
@@ -629,10 +650,14 @@ START_TEST(test_readdir)
     ck_assert_ptr_null(find(v, n, HVIEW_NAME));
     free(v);
 
-    /* An empty directory lists "." and ".." only; a file is not a directory. */
-    uint64_t e = mk(&f, &user_cred, ROOT, "empty", S_IFDIR | 0755, NULL);
-    v = list_dir(&f, e, 4096, 0, &n, NULL);
+    /* An empty directory lists "." and ".." only; ".." is its parent. */
+    uint64_t e = ino[0]; /* "entry-0-", a directory */
+    ck_assert(S_ISDIR(attr(&f, e).st_mode));
+    uint64_t e2 = mk(&f, &user_cred, e, "deeper", S_IFDIR | 0755, NULL);
+    v = list_dir(&f, e2, 4096, 0, &n, NULL);
     ck_assert_uint_eq(n, 2);
+    ck_assert_uint_eq(find(v, n, ".")->ino, e2);
+    ck_assert_uint_eq(find(v, n, "..")->ino, e);
     free(v);
     ck_assert_int_eq(ops(ino[1])->opendir(f.v, ino[1]), -ENOTDIR);
     fx_close(&f);
@@ -658,12 +683,22 @@ START_TEST(test_readdirplus_refs)
     }
     /* A file not listed: the control. */
     uint64_t late = put_file(&f, &user_cred, ROOT, "late", ref, 10, 1);
+    /* A file being written shows its writer's size, not the committed one. */
+    struct vfs_open wo;
+    ck_assert_int_eq(ops(ino[0])->open(f.v, ino[0], O_RDWR, &wo), 0);
+    int inval;
+    ck_assert_int_eq(ops(ino[0])->write(f.v, &user_cred, ino[0], wo.fh, ref, 100, N + 5000,
+                                        &inval), 0);
 
     size_t n;
     int batches;
     struct dent *v = list_dir(&f, d, 3 * ent_size("f00", 1), 1, &n, &batches);
     ck_assert_uint_eq(n, NF + 2);
     ck_assert_int_gt(batches, 1);
+    ck_assert_int_eq(find(v, n, "f00")->size, (off_t)(N + 5100));
+    ck_assert_int_eq(find(v, n, "f01")->size, (off_t)(N - 1));
+    ck_assert_int_eq(ops(ino[0])->flush(f.v, wo.fh), 0);
+    ops(ino[0])->release(f.v, wo.fh);
     for (int i = 0; i < NF; i++) {
         snprintf(name, sizeof name, "f%02d", i);
         const struct dent *e = find(v, n, name);
@@ -682,7 +717,7 @@ START_TEST(test_readdirplus_refs)
     for (int i = 0; i < NF; i++) {
         struct stat sb = attr(&f, ino[i]); /* held by the listing */
         ck_assert_uint_eq(sb.st_nlink, 0);
-        ck_assert_int_eq(sb.st_size, (off_t)(N - (size_t)i));
+        ck_assert_int_eq(sb.st_size, (off_t)(i == 0 ? N + 5100 : N - (size_t)i));
         ops(ino[i])->forget(f.v, ino[i], 1);
         ck_assert_msg(attr_rc(&f, ino[i]) == -ENOENT, "f%02d outlived its last reference", i);
     }
@@ -1046,6 +1081,47 @@ START_TEST(test_name_too_long)
 }
 END_TEST
 
+/* A setgid directory hands its group to what is made in it, and its setgid
+** bit to new directories (BSD semantics, as Linux does). */
+START_TEST(test_setgid_dir)
+{
+    struct fx f;
+    fx_open(&f);
+    struct stat sb, out;
+    uint64_t d = mk(&f, &root_cred, ROOT, "sgid", S_IFDIR | 0777, NULL);
+    sb = (struct stat){.st_mode = 02777, .st_gid = 4321};
+    ck_assert_int_eq(ops(d)->setattr(f.v, &root_cred, d, &sb, PERM_SET_MODE | PERM_SET_GID, &out),
+                     0);
+    ck_assert_uint_eq(out.st_mode, S_IFDIR | 02777);
+    ck_assert_uint_eq(out.st_gid, 4321);
+    const struct cred nobody = {65534, 65534, NULL, NULL};
+    ck_assert_int_eq(ops(d)->mknod(f.v, &nobody, d, "f", S_IFREG | 0644, 0, NULL, &sb), 0);
+    ck_assert_uint_eq(sb.st_uid, 65534);
+    ck_assert_uint_eq(sb.st_gid, 4321);
+    ops(d)->forget(f.v, sb.st_ino, 1);
+    sb = attr(&f, (uint64_t)lookup(&f, d, "f", NULL));
+    ck_assert_uint_eq(sb.st_gid, 4321);
+    ck_assert_uint_eq(sb.st_mode, S_IFREG | 0644);
+    ck_assert_int_eq(ops(d)->mknod(f.v, &nobody, d, "sub", S_IFDIR | 0755, 0, NULL, &sb), 0);
+    ops(d)->forget(f.v, sb.st_ino, 1);
+    sb = attr(&f, (uint64_t)lookup(&f, d, "sub", NULL));
+    ck_assert_uint_eq(sb.st_gid, 4321);
+    ck_assert_uint_eq(sb.st_mode & S_ISGID, S_ISGID);
+    struct vfs_open o;
+    ck_assert_int_eq(ops(d)->create(f.v, &nobody, d, "c", 0600, O_WRONLY, &sb, &o), 0);
+    ck_assert_uint_eq(sb.st_gid, 4321);
+    ops(d)->release(f.v, o.fh);
+    /* Outside it: the caller's group. */
+    ck_assert_int_eq(ops(ROOT)->mknod(f.v, &nobody, ROOT, "g", S_IFREG | 0644, 0, NULL, &sb), 0);
+    ck_assert_uint_eq(sb.st_gid, 65534);
+    /* statfs names NAME_MAX. */
+    struct statvfs sv;
+    ck_assert_int_eq(vfs_statfs(f.v, &sv), 0);
+    ck_assert_uint_eq(sv.f_namemax, NAME_MAX);
+    fx_close(&f);
+}
+END_TEST
+
 /* A staging body left by a crash: of a live inode, committed as its new
 ** content; of a deleted one, put under /lost+found. */
 START_TEST(test_recover)
@@ -1137,6 +1213,7 @@ int main(void)
     tcase_add_test(tc, test_access);
     tcase_add_test(tc, test_xattr);
     tcase_add_test(tc, test_name_too_long);
+    tcase_add_test(tc, test_setgid_dir);
     tcase_add_test(tc, test_recover);
     suite_add_tcase(s, tc);
     return ut_run(s);
