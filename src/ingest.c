@@ -145,9 +145,8 @@ static int commit_locked(struct ingest *ig, struct ifile *n, int durable, int fi
 ** for the encoder, put the block in the node's spill file (through the
 ** page cache) and queue it at no cost; a worker reads it back when its turn
 ** comes. Memory stays bounded by the buffer; the disk holds the backlog.
-** Off by default: on a 2-core machine it made 2 GiB saves slower (the raw
-** bytes cross the page cache twice more, and the writer has no idle core
-** to gain). */
+** Off by default: the raw bytes cross the page cache twice more, which
+** only pays when the writer has an idle core to gain. */
 static int spill(struct ingest *ig, struct ifile *n, struct job *j, uint64_t off)
 {
     struct store *st = ig->st;
