@@ -288,8 +288,8 @@ static int serve(struct fuse_session *se, struct fuse_cmdline_opts *o, struct st
     committer *cm = NULL;
     if (rc == 0 && (rc = committer_start(st->meta, &cm)) < 0)
         ck_log(CK_LOG_ERR, "cannot start the group committer: %s", strerror(-rc));
-    if (rc == 0) start_helpers(st, fs, bo, &b, &c);
     if (rc == 0) {
+        start_helpers(st, fs, bo, &b, &c);
         struct fuse_loop_config *lc = fuse_loop_cfg_create();
         if (!lc) return 1;
         fuse_loop_cfg_set_clone_fd(lc, (unsigned)o->clone_fd);

@@ -206,7 +206,7 @@ static const struct fsm_tensor *base_tensor(struct cutter *c, const struct fmt_t
     c->bt_for = t->off;
     c->bt_cur = NULL;
     if (!c->bmap || !c->nbt) return NULL;
-    struct fsm_tensor key;
+    struct fsm_tensor key = {0};
     snprintf(key.name, sizeof key.name, "%s", t->name);
     const struct fsm_tensor *b = bsearch(&key, c->bt, c->nbt, sizeof key, by_name);
     if (b && b->dtype == t->dtype && b->len == t->len) c->bt_cur = b;

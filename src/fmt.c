@@ -138,8 +138,9 @@ static int zip_sizes_match(const struct zip *z, uint64_t len)
     for (size_t i = 0; i + 4 <= kept;) {
         uint16_t id = ck_get16(z->extra + i), sz = ck_get16(z->extra + i + 2);
         const uint8_t *body = z->extra + i + 4;
-        size_t got = CK_MIN((size_t)sz, kept - i - 4), at = 0;
+        size_t got = CK_MIN((size_t)sz, kept - i - 4);
         if (id == 1) {
+            size_t at = 0;
             if (us == 0xffffffffu && at + 8 <= got) {
                 us = ck_get64(body);
                 at = 8;

@@ -88,10 +88,10 @@ static int add_manifest(struct scan *s, uint64_t off, const struct pack_rec *pr)
 
 static int add_block(struct scan *s, uint64_t off, const struct pack_rec *pr)
 {
-    uint8_t head[16];
     uint64_t bh = 0;
     if (pr->codec > CODEC_MAX) return 0; /* a codec this build does not know */
     if (pr->codec >= CODEC_TENSOR) {
+        uint8_t head[16];
         size_t n = CK_MIN(sizeof head, (size_t)pr->stored_len);
         if (pack_peek(s->st->packs, s->pack, off, head, n) < 0 ||
             codec_base_hash(pr->codec, head, n, &bh) < 0)

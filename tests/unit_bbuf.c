@@ -153,13 +153,15 @@ END_TEST
 
 int main(void)
 {
-    ut_root_init("bbuf");
-    Suite *s = suite_create("bbuf");
-    TCase *tc = tcase_create("core");
-    tcase_add_test(tc, test_reuse);
-    tcase_add_test(tc, test_small_and_empty);
-    tcase_add_test(tc, test_bound);
-    tcase_add_test(tc, test_threads);
-    suite_add_tcase(s, tc);
-    return ut_run(s);
+    const TTest *const core_tests[] = {
+        test_reuse,
+        test_small_and_empty,
+        test_bound,
+        test_threads,
+        NULL,
+    };
+    return ut_main("bbuf", (const struct ut_tcase[]){
+        {.name = "core", .tests = core_tests},
+        {0},
+    });
 }

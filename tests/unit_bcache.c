@@ -196,15 +196,17 @@ END_TEST
 
 int main(void)
 {
-    ut_root_init("bcache");
-    Suite *s = suite_create("bcache");
-    TCase *tc = tcase_create("core");
-    tcase_add_test(tc, test_bounds_and_ranges);
-    tcase_add_test(tc, test_last_and_cold);
-    tcase_add_test(tc, test_take);
-    tcase_add_test(tc, test_cyclic_bases);
-    tcase_add_test(tc, test_claims);
-    tcase_add_test(tc, test_claim_waiters);
-    suite_add_tcase(s, tc);
-    return ut_run(s);
+    const TTest *const core_tests[] = {
+        test_bounds_and_ranges,
+        test_last_and_cold,
+        test_take,
+        test_cyclic_bases,
+        test_claims,
+        test_claim_waiters,
+        NULL,
+    };
+    return ut_main("bcache", (const struct ut_tcase[]){
+        {.name = "core", .tests = core_tests},
+        {0},
+    });
 }

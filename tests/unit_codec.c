@@ -527,29 +527,32 @@ END_TEST
 
 int main(void)
 {
-    ut_root_init("codec");
-    Suite *s = suite_create("codec");
-    TCase *tw = tcase_create("wide");
-    tcase_add_test(tw, test_wide);
-    suite_add_tcase(s, tw);
-    TCase *tc = tcase_create("codec");
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, test_roundtrip_sizes);
-    tcase_add_test(tc, test_empty_and_one_byte);
-    tcase_add_test(tc, test_zstd_decode_small_frames);
-    tcase_add_test(tc, test_random_1mib_stays_raw);
-    tcase_add_test(tc, test_zeros_1mib_compress);
-    tcase_add_test(tc, test_repetitive_1mib_compress);
-    tcase_add_test(tc, test_never_larger);
-    tcase_add_test(tc, test_corrupt_zstd);
-    tcase_add_test(tc, test_wrong_raw_len);
-    tcase_add_test(tc, test_unknown_codec);
-    tcase_add_test(tc, test_small_cap);
-    tcase_add_test(tc, test_levels);
-    tcase_add_test(tc, test_tensor_hint);
-    tcase_add_test(tc, test_no_group);
-    tcase_add_test(tc, test_plain_based);
-    tcase_add_test(tc, test_sniff_floats);
-    suite_add_tcase(s, tc);
-    return ut_run(s);
+    const TTest *const wide_tests[] = {
+        test_wide,
+        NULL,
+    };
+    const TTest *const codec_tests[] = {
+        test_roundtrip_sizes,
+        test_empty_and_one_byte,
+        test_zstd_decode_small_frames,
+        test_random_1mib_stays_raw,
+        test_zeros_1mib_compress,
+        test_repetitive_1mib_compress,
+        test_never_larger,
+        test_corrupt_zstd,
+        test_wrong_raw_len,
+        test_unknown_codec,
+        test_small_cap,
+        test_levels,
+        test_tensor_hint,
+        test_no_group,
+        test_plain_based,
+        test_sniff_floats,
+        NULL,
+    };
+    return ut_main("codec", (const struct ut_tcase[]){
+        {.name = "wide", .tests = wide_tests},
+        {.name = "codec", .timeout = 60, .tests = codec_tests},
+        {0},
+    });
 }

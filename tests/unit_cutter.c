@@ -255,14 +255,16 @@ END_TEST
 
 int main(void)
 {
-    ut_root_init("cutter");
-    Suite *s = suite_create("cutter");
-    TCase *tc = tcase_create("cutter");
-    tcase_add_test(tc, test_family);
-    tcase_add_test(tc, test_cuts_and_bases);
-    tcase_add_test(tc, test_opaque);
-    tcase_add_test(tc, test_hint_alone);
-    tcase_add_test(tc, test_plain);
-    suite_add_tcase(s, tc);
-    return ut_run(s);
+    const TTest *const cutter_tests[] = {
+        test_family,
+        test_cuts_and_bases,
+        test_opaque,
+        test_hint_alone,
+        test_plain,
+        NULL,
+    };
+    return ut_main("cutter", (const struct ut_tcase[]){
+        {.name = "cutter", .tests = cutter_tests},
+        {0},
+    });
 }

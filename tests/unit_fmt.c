@@ -1281,37 +1281,41 @@ END_TEST
 
 int main(void)
 {
-    ut_root_init("fmt");
-    Suite *s = suite_create("fmt");
-    TCase *tc = tcase_create("fmt");
-    tcase_set_timeout(tc, 120);
-    tcase_add_loop_test(tc, test_fixture_manifest, 0, NFIXTURES);
-    tcase_add_test(tc, test_fixture_contents);
-    tcase_add_test(tc, test_announce_point);
-    tcase_add_loop_test(tc, test_truncations, 0, NFIXTURES);
-    tcase_add_test(tc, test_st_valid);
-    tcase_add_test(tc, test_st_names_and_dtypes);
-    tcase_add_test(tc, test_st_long_name);
-    tcase_add_test(tc, test_st_invalid);
-    tcase_add_test(tc, test_st_depth);
-    tcase_add_test(tc, test_st_sizes_and_memory);
-    tcase_add_test(tc, test_zip_basic);
-    tcase_add_test(tc, test_zip_kinds);
-    tcase_add_test(tc, test_zip_entry_rules);
-    tcase_add_test(tc, test_zip64_extra);
-    tcase_add_test(tc, test_zip_several_archives);
-    tcase_add_test(tc, test_zip_nested);
-    tcase_add_test(tc, test_pickle_failures);
-    tcase_add_test(tc, test_pickle_protocol4);
-    tcase_add_test(tc, test_pickle_odd);
-    tcase_add_test(tc, test_pickle_conflicts);
-    tcase_add_test(tc, test_pickle_endless);
-    tcase_add_test(tc, test_pending_cap);
-    tcase_add_test(tc, test_random_bytes);
-    tcase_add_loop_test(tc, test_mutations, 0, NFIXTURES);
-    tcase_add_loop_test(tc, test_alloc_failures, 0, NFIXTURES);
-    tcase_add_test(tc, test_mem_limit);
-    tcase_add_test(tc, test_dtype_names);
-    suite_add_tcase(s, tc);
-    return ut_run(s);
+    const TTest *const fmt_tests[] = {
+        test_fixture_manifest,
+        test_fixture_contents,
+        test_announce_point,
+        test_truncations,
+        test_st_valid,
+        test_st_names_and_dtypes,
+        test_st_long_name,
+        test_st_invalid,
+        test_st_depth,
+        test_st_sizes_and_memory,
+        test_zip_basic,
+        test_zip_kinds,
+        test_zip_entry_rules,
+        test_zip64_extra,
+        test_zip_several_archives,
+        test_zip_nested,
+        test_pickle_failures,
+        test_pickle_protocol4,
+        test_pickle_odd,
+        test_pickle_conflicts,
+        test_pickle_endless,
+        test_pending_cap,
+        test_random_bytes,
+        test_mutations,
+        test_alloc_failures,
+        test_mem_limit,
+        test_dtype_names,
+        NULL,
+    };
+    const TTest *const fmt_loops[] = {
+        test_fixture_manifest, test_truncations, test_mutations, test_alloc_failures, NULL,
+    };
+    return ut_main("fmt", (const struct ut_tcase[]){
+        {.name = "fmt", .timeout = 120, .tests = fmt_tests, .loops = fmt_loops, .loop_end = NFIXTURES},
+        {0},
+    });
 }

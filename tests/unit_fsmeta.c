@@ -1223,30 +1223,31 @@ END_TEST
 
 int main(void)
 {
-    ut_root_init("fsmeta");
-    Suite *s = suite_create("fsmeta");
-    TCase *tc = tcase_create("fsmeta");
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, test_open_root);
-    tcase_add_test(tc, test_mkinode_link_lookup);
-    tcase_add_test(tc, test_ino_never_reused);
-    tcase_add_test(tc, test_unlink_relink_move);
-    tcase_add_test(tc, test_has_children);
-    tcase_add_test(tc, test_readdir_pages);
-    tcase_add_test(tc, test_group_commit);
-    tcase_add_test(tc, test_xattr);
-    tcase_add_test(tc, test_txn_rollback);
-    tcase_add_test(tc, test_txn_commit_persists);
-    tcase_add_test(tc, test_txn_nested);
-    tcase_add_test(tc, test_set_content);
-    tcase_add_test(tc, test_delta_refs);
-    tcase_add_test(tc, test_tensors_family);
-    tcase_add_test(tc, test_purge_orphans);
-    tcase_add_test(tc, test_readlink);
-    tcase_add_test(tc, test_readonly);
-    tcase_add_test(tc, test_history);
-    tcase_add_test(tc, test_check_repair);
-    tcase_add_test(tc, test_rebase_refs);
-    suite_add_tcase(s, tc);
-    return ut_run(s);
+    const TTest *const fsmeta_tests[] = {
+        test_open_root,
+        test_mkinode_link_lookup,
+        test_ino_never_reused,
+        test_unlink_relink_move,
+        test_has_children,
+        test_readdir_pages,
+        test_group_commit,
+        test_xattr,
+        test_txn_rollback,
+        test_txn_commit_persists,
+        test_txn_nested,
+        test_set_content,
+        test_delta_refs,
+        test_tensors_family,
+        test_purge_orphans,
+        test_readlink,
+        test_readonly,
+        test_history,
+        test_check_repair,
+        test_rebase_refs,
+        NULL,
+    };
+    return ut_main("fsmeta", (const struct ut_tcase[]){
+        {.name = "fsmeta", .timeout = 60, .tests = fsmeta_tests},
+        {0},
+    });
 }

@@ -248,13 +248,14 @@ END_TEST
 
 int main(void)
 {
-    ut_root_init("gc");
-    Suite *s = suite_create("gc");
-    TCase *tc = tcase_create("gc");
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, test_writer_keeps_its_records);
-    tcase_add_test(tc, test_reader_follows_moves);
-    tcase_add_test(tc, test_pruned_base_rebased);
-    suite_add_tcase(s, tc);
-    return ut_run(s);
+    const TTest *const gc_tests[] = {
+        test_writer_keeps_its_records,
+        test_reader_follows_moves,
+        test_pruned_base_rebased,
+        NULL,
+    };
+    return ut_main("gc", (const struct ut_tcase[]){
+        {.name = "gc", .timeout = 60, .tests = gc_tests},
+        {0},
+    });
 }

@@ -221,14 +221,15 @@ END_TEST
 
 int main(void)
 {
-    ut_root_init("history");
-    Suite *s = suite_create("history");
-    TCase *tc = tcase_create("core");
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, test_path_over_time);
-    tcase_add_test(tc, test_prune_policy);
-    tcase_add_test(tc, test_keep_last_after_every);
-    tcase_add_test(tc, test_durations);
-    suite_add_tcase(s, tc);
-    return ut_run(s);
+    const TTest *const core_tests[] = {
+        test_path_over_time,
+        test_prune_policy,
+        test_keep_last_after_every,
+        test_durations,
+        NULL,
+    };
+    return ut_main("history", (const struct ut_tcase[]){
+        {.name = "core", .timeout = 60, .tests = core_tests},
+        {0},
+    });
 }

@@ -896,23 +896,24 @@ END_TEST
 
 int main(void)
 {
-    ut_root_init("ingest");
-    Suite *s = suite_create("ingest");
-    TCase *tc = tcase_create("ingest");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_seq_write);
-    tcase_add_test(tc, test_free_with_tail);
-    tcase_add_test(tc, test_random_writes);
-    tcase_add_test(tc, test_truncate);
-    tcase_add_test(tc, test_truncate_up_then_append);
-    tcase_add_test(tc, test_zero_holes);
-    tcase_add_test(tc, test_durable_commit);
-    tcase_add_test(tc, test_fsync_then_append);
-    tcase_add_test(tc, test_staging_removed);
-    tcase_add_test(tc, test_adopt_stage);
-    tcase_add_test(tc, test_enospc_keeps_committed);
-    tcase_add_test(tc, test_parallel_files);
-    tcase_add_test(tc, test_checkpoint_deltas);
-    suite_add_tcase(s, tc);
-    return ut_run(s);
+    const TTest *const ingest_tests[] = {
+        test_seq_write,
+        test_free_with_tail,
+        test_random_writes,
+        test_truncate,
+        test_truncate_up_then_append,
+        test_zero_holes,
+        test_durable_commit,
+        test_fsync_then_append,
+        test_staging_removed,
+        test_adopt_stage,
+        test_enospc_keeps_committed,
+        test_parallel_files,
+        test_checkpoint_deltas,
+        NULL,
+    };
+    return ut_main("ingest", (const struct ut_tcase[]){
+        {.name = "ingest", .timeout = 120, .tests = ingest_tests},
+        {0},
+    });
 }

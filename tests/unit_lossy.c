@@ -894,26 +894,27 @@ END_TEST
 
 int main(void)
 {
-    ut_root_init("lossy");
-    Suite *s = suite_create("lossy");
-    TCase *tc = tcase_create("core");
-    tcase_set_timeout(tc, 300);
-    tcase_add_test(tc, test_kmeans_mixture);
-    tcase_add_test(tc, test_kmeans_gauss);
-    tcase_add_test(tc, test_roundtrip);
-    tcase_add_test(tc, test_exact_few_values);
-    tcase_add_test(tc, test_exact_all_patterns);
-    tcase_add_test(tc, test_exact_residual);
-    tcase_add_test(tc, test_constant_and_zero);
-    tcase_add_test(tc, test_specials);
-    tcase_add_test(tc, test_stream_codecs);
-    tcase_add_test(tc, test_wrong_base);
-    tcase_add_test(tc, test_corrupt);
-    tcase_add_test(tc, test_bad_args);
-    tcase_add_test(tc, test_pruned_masks);
-    tcase_add_test(tc, test_stats);
-    tcase_add_test(tc, test_ratio_kmeans);
-    tcase_add_test(tc, test_closed_loop);
-    suite_add_tcase(s, tc);
-    return ut_run(s);
+    const TTest *const core_tests[] = {
+        test_kmeans_mixture,
+        test_kmeans_gauss,
+        test_roundtrip,
+        test_exact_few_values,
+        test_exact_all_patterns,
+        test_exact_residual,
+        test_constant_and_zero,
+        test_specials,
+        test_stream_codecs,
+        test_wrong_base,
+        test_corrupt,
+        test_bad_args,
+        test_pruned_masks,
+        test_stats,
+        test_ratio_kmeans,
+        test_closed_loop,
+        NULL,
+    };
+    return ut_main("lossy", (const struct ut_tcase[]){
+        {.name = "core", .timeout = 300, .tests = core_tests},
+        {0},
+    });
 }

@@ -111,11 +111,13 @@ END_TEST
 
 int main(void)
 {
-    ut_root_init("manifest");
-    Suite *s = suite_create("manifest");
-    TCase *tc = tcase_create("core");
-    tcase_add_test(tc, test_round_trip);
-    tcase_add_test(tc, test_refused);
-    suite_add_tcase(s, tc);
-    return ut_run(s);
+    const TTest *const core_tests[] = {
+        test_round_trip,
+        test_refused,
+        NULL,
+    };
+    return ut_main("manifest", (const struct ut_tcase[]){
+        {.name = "core", .tests = core_tests},
+        {0},
+    });
 }

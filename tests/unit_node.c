@@ -151,13 +151,15 @@ END_TEST
 
 int main(void)
 {
-    ut_root_init("node");
-    Suite *s = suite_create("node");
-    TCase *tc = tcase_create("core");
-    tcase_add_test(tc, test_lifetime);
-    tcase_add_test(tc, test_open_rules);
-    tcase_add_test(tc, test_foreach_and_maps);
-    tcase_add_test(tc, test_class_and_gone_hook);
-    suite_add_tcase(s, tc);
-    return ut_run(s);
+    const TTest *const core_tests[] = {
+        test_lifetime,
+        test_open_rules,
+        test_foreach_and_maps,
+        test_class_and_gone_hook,
+        NULL,
+    };
+    return ut_main("node", (const struct ut_tcase[]){
+        {.name = "core", .tests = core_tests},
+        {0},
+    });
 }

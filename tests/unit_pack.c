@@ -1047,32 +1047,33 @@ END_TEST
 
 int main(void)
 {
-    ut_root_init("pack");
-    Suite *s = suite_create("pack");
-    TCase *tc = tcase_create("pack");
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, test_rec_roundtrip);
-    tcase_add_test(tc, test_rec_decode_rejects);
-    tcase_add_test(tc, test_append_read);
-    tcase_add_test(tc, test_read_mismatch);
-    tcase_add_test(tc, test_payload_flip_pack_read);
-    tcase_add_test(tc, test_payload_flip_store);
-    tcase_add_test(tc, test_put_block_own);
-    tcase_add_test(tc, test_scan_clean);
-    tcase_add_test(tc, test_scan_torn_payload);
-    tcase_add_test(tc, test_scan_all_past_damage);
-    tcase_add_test(tc, test_scan_torn_header);
-    tcase_add_test(tc, test_scan_torn_last_byte);
-    tcase_add_test(tc, test_scan_garbled);
-    tcase_add_test(tc, test_rollover);
-    tcase_add_test(tc, test_enospc);
-    tcase_add_test(tc, test_readonly);
-    tcase_add_test(tc, test_sync);
-    tcase_add_test(tc, test_write_behind);
-    tcase_add_test(tc, test_read_held);
-    tcase_add_test(tc, test_append_frame);
-    tcase_add_test(tc, test_mountinfo_parse);
-    tcase_add_test(tc, test_concurrent_append);
-    suite_add_tcase(s, tc);
-    return ut_run(s);
+    const TTest *const pack_tests[] = {
+        test_rec_roundtrip,
+        test_rec_decode_rejects,
+        test_append_read,
+        test_read_mismatch,
+        test_payload_flip_pack_read,
+        test_payload_flip_store,
+        test_put_block_own,
+        test_scan_clean,
+        test_scan_torn_payload,
+        test_scan_all_past_damage,
+        test_scan_torn_header,
+        test_scan_torn_last_byte,
+        test_scan_garbled,
+        test_rollover,
+        test_enospc,
+        test_readonly,
+        test_sync,
+        test_write_behind,
+        test_read_held,
+        test_append_frame,
+        test_mountinfo_parse,
+        test_concurrent_append,
+        NULL,
+    };
+    return ut_main("pack", (const struct ut_tcase[]){
+        {.name = "pack", .timeout = 60, .tests = pack_tests},
+        {0},
+    });
 }

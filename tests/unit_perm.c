@@ -246,16 +246,18 @@ END_TEST
 
 int main(void)
 {
-    ut_root_init("perm");
-    Suite *s = suite_create("perm");
-    TCase *tc = tcase_create("perm");
-    tcase_add_test(tc, test_access_owner_group_other);
-    tcase_add_test(tc, test_access_class_is_exclusive);
-    tcase_add_test(tc, test_access_root);
-    tcase_add_test(tc, test_in_group);
-    tcase_add_test(tc, test_privs_to_kill);
-    tcase_add_test(tc, test_may_change_mode);
-    tcase_add_test(tc, test_may_change_owner);
-    suite_add_tcase(s, tc);
-    return ut_run(s);
+    const TTest *const tests[] = {
+        test_access_owner_group_other,
+        test_access_class_is_exclusive,
+        test_access_root,
+        test_in_group,
+        test_privs_to_kill,
+        test_may_change_mode,
+        test_may_change_owner,
+        NULL,
+    };
+    return ut_main("perm", (const struct ut_tcase[]){
+        {.name = "perm", .tests = tests},
+        {0},
+    });
 }

@@ -66,11 +66,13 @@ END_TEST
 
 int main(void)
 {
-    ut_root_init("policy");
-    Suite *s = suite_create("policy");
-    TCase *tc = tcase_create("core");
-    tcase_add_test(tc, test_accepted);
-    tcase_add_test(tc, test_refused);
-    suite_add_tcase(s, tc);
-    return ut_run(s);
+    const TTest *const core_tests[] = {
+        test_accepted,
+        test_refused,
+        NULL,
+    };
+    return ut_main("policy", (const struct ut_tcase[]){
+        {.name = "core", .tests = core_tests},
+        {0},
+    });
 }

@@ -171,14 +171,16 @@ END_TEST
 
 int main(void)
 {
-    ut_root_init("pool");
-    Suite *s = suite_create("pool");
-    TCase *tc = tcase_create("core");
-    tcase_add_test(tc, test_budget);
-    tcase_add_test(tc, test_oversized_job_when_idle);
-    tcase_add_test(tc, test_submit_waits_for_budget);
-    tcase_add_test(tc, test_fifo_past_ring_growth);
-    tcase_add_test(tc, test_workers_nice);
-    suite_add_tcase(s, tc);
-    return ut_run(s);
+    const TTest *const core_tests[] = {
+        test_budget,
+        test_oversized_job_when_idle,
+        test_submit_waits_for_budget,
+        test_fifo_past_ring_growth,
+        test_workers_nice,
+        NULL,
+    };
+    return ut_main("pool", (const struct ut_tcase[]){
+        {.name = "core", .tests = core_tests},
+        {0},
+    });
 }

@@ -2302,51 +2302,54 @@ END_TEST
 
 int main(void)
 {
-    ut_root_init("tcodec");
-    Suite *s = suite_create("tcodec");
-    TCase *th = tcase_create("huf");
-    tcase_set_timeout(th, 120);
-    tcase_add_test(th, test_huf_empty);
-    tcase_add_test(th, test_huf_one_symbol);
-    tcase_add_test(th, test_huf_two_symbols);
-    tcase_add_test(th, test_huf_uniform);
-    tcase_add_test(th, test_huf_length_limit);
-    tcase_add_test(th, test_huf_small_sizes);
-    tcase_add_test(th, test_huf_exponents_1mib);
-    tcase_add_test(th, test_huf_size_bound);
-    tcase_add_test(th, test_huf_small_cap);
-    tcase_add_test(th, test_huf_corrupt_truncate);
-    tcase_add_test(th, test_huf_corrupt_header);
-    tcase_add_test(th, test_huf_crafted);
-    tcase_add_test(th, test_huf_corrupt_streams);
-    suite_add_tcase(s, th);
-    TCase *tr = tcase_create("rans");
-    tcase_set_timeout(tr, 120);
-    tcase_add_test(tr, test_rans_every_frequency);
-    tcase_add_test(tr, test_rans_shapes);
-    tcase_add_test(tr, test_rans_corrupt);
-    tcase_add_test(tr, test_bstream_pref);
-    suite_add_tcase(s, tr);
-    TCase *tt = tcase_create("tcodec");
-    tcase_set_timeout(tt, 300);
-    tcase_add_test(tt, test_tc_matrix_small);
-    tcase_add_test(tt, test_tc_matrix_4k);
-    tcase_add_test(tt, test_tc_matrix_1m);
-    tcase_add_test(tt, test_tc_odd_sizes);
-    tcase_add_test(tt, test_tc_special_floats);
-    tcase_add_test(tt, test_tc_ulp_across_zero);
-    tcase_add_test(tt, test_tc_handmade_ulp);
-    tcase_add_test(tt, test_tc_handmade_sparse);
-    tcase_add_test(tt, test_tc_int_wrap);
-    tcase_add_test(tt, test_tc_never_larger);
-    tcase_add_test(tt, test_tc_never_larger_runs);
-    tcase_add_test(tt, test_tc_wrong_base);
-    tcase_add_test(tt, test_tc_corrupt);
-    tcase_add_test(tt, test_tc_bad_args);
-    tcase_add_test(tt, test_tc_threads);
-    tcase_add_test(tt, test_tc_realistic_bf16);
-    tcase_add_test(tt, test_tc_plane_codecs_seen);
-    tcase_add_test(tt, test_tc_grouped);
-    suite_add_tcase(s, tt);
-    return ut_run(s);
+    const TTest *const huf_tests[] = {
+        test_huf_empty,
+        test_huf_one_symbol,
+        test_huf_two_symbols,
+        test_huf_uniform,
+        test_huf_length_limit,
+        test_huf_small_sizes,
+        test_huf_exponents_1mib,
+        test_huf_size_bound,
+        test_huf_small_cap,
+        test_huf_corrupt_truncate,
+        test_huf_corrupt_header,
+        test_huf_crafted,
+        test_huf_corrupt_streams,
+        NULL,
+    };
+    const TTest *const rans_tests[] = {
+        test_rans_every_frequency,
+        test_rans_shapes,
+        test_rans_corrupt,
+        test_bstream_pref,
+        NULL,
+    };
+    const TTest *const tcodec_tests[] = {
+        test_tc_matrix_small,
+        test_tc_matrix_4k,
+        test_tc_matrix_1m,
+        test_tc_odd_sizes,
+        test_tc_special_floats,
+        test_tc_ulp_across_zero,
+        test_tc_handmade_ulp,
+        test_tc_handmade_sparse,
+        test_tc_int_wrap,
+        test_tc_never_larger,
+        test_tc_never_larger_runs,
+        test_tc_wrong_base,
+        test_tc_corrupt,
+        test_tc_bad_args,
+        test_tc_threads,
+        test_tc_realistic_bf16,
+        test_tc_plane_codecs_seen,
+        test_tc_grouped,
+        NULL,
+    };
+    return ut_main("tcodec", (const struct ut_tcase[]){
+        {.name = "huf", .timeout = 120, .tests = huf_tests},
+        {.name = "rans", .timeout = 120, .tests = rans_tests},
+        {.name = "tcodec", .timeout = 300, .tests = tcodec_tests},
+        {0},
+    });
 }

@@ -198,4 +198,38 @@ static inline int ut_run(Suite *s)
     return failed == 0 ? 0 : 1;
 }
 
+/* One test case of a suite: its name, a timeout in seconds (0 keeps Check's
+** default), and its tests (START_TEST names) in order, NULL-terminated. Those
+** of its tests also listed in loops (NULL-terminated; may be NULL) run as
+** loop tests, for _i in [0, loop_end). */
+struct ut_tcase {
+    const char *name;
+    int timeout;
+    const TTest *const *tests;
+    const TTest *const *loops;
+    int loop_end;
+};
+
+/* main() of a unit test: make the root, run a suite called prog of the test
+** cases in tc (ended by one with a NULL name), give the exit status. */
+static inline int ut_main(const char *prog, const struct ut_tcase *tc)
+{
+    ut_root_init(prog);
+    Suite *s = suite_create(prog);
+    for (; tc->name; tc++) {
+        TCase *c = tcase_create(tc->name);
+        if (tc->timeout > 0) tcase_set_timeout(c, tc->timeout);
+        for (const TTest *const *t = tc->tests; *t; t++) {
+            const TTest *const *l = tc->loops;
+            while (l && *l && *l != *t) l++;
+            if (l && *l)
+                tcase_add_loop_test(c, *t, 0, tc->loop_end);
+            else
+                tcase_add_test(c, *t);
+        }
+        suite_add_tcase(s, c);
+    }
+    return ut_run(s);
+}
+
 #endif

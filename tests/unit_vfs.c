@@ -1197,24 +1197,25 @@ END_TEST
 
 int main(void)
 {
-    ut_root_init("vfs");
-    Suite *s = suite_create("vfs");
-    TCase *tc = tcase_create("vfs");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_make_and_lookup);
-    tcase_add_test(tc, test_write_read_back);
-    tcase_add_test(tc, test_unlink_open_file);
-    tcase_add_test(tc, test_rename);
-    tcase_add_test(tc, test_link_count);
-    tcase_add_test(tc, test_readdir);
-    tcase_add_test(tc, test_readdirplus_refs);
-    tcase_add_test(tc, test_history_view_readonly);
-    tcase_add_test(tc, test_setattr_perms);
-    tcase_add_test(tc, test_access);
-    tcase_add_test(tc, test_xattr);
-    tcase_add_test(tc, test_name_too_long);
-    tcase_add_test(tc, test_setgid_dir);
-    tcase_add_test(tc, test_recover);
-    suite_add_tcase(s, tc);
-    return ut_run(s);
+    const TTest *const tests[] = {
+        test_make_and_lookup,
+        test_write_read_back,
+        test_unlink_open_file,
+        test_rename,
+        test_link_count,
+        test_readdir,
+        test_readdirplus_refs,
+        test_history_view_readonly,
+        test_setattr_perms,
+        test_access,
+        test_xattr,
+        test_name_too_long,
+        test_setgid_dir,
+        test_recover,
+        NULL,
+    };
+    return ut_main("vfs", (const struct ut_tcase[]){
+        {.name = "vfs", .timeout = 120, .tests = tests},
+        {0},
+    });
 }

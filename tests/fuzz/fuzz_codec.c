@@ -17,8 +17,8 @@
 ** the input names, decodes to 0 or an error, without touching memory
 ** outside the buffers (ASan).
 */
-#include "codec.h"
-#include "lossy.h"
+#include "../../src/codec.h"
+#include "../../src/lossy.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -11,8 +11,8 @@
 #ifndef CKPT_FUZZ_COMMON_H
 #define CKPT_FUZZ_COMMON_H
 
-#include "fmt.h"
-#include "fmt_int.h"
+#include "../../src/fmt.h"
+#include "../../src/fmt_int.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -25,7 +25,7 @@ struct fuzz_list {
     size_t n, cap;
 };
 
-static void fuzz_add(struct fuzz_list *l, const struct fmt_tensor *t, uint64_t prev_fed)
+static inline void fuzz_add(struct fuzz_list *l, const struct fmt_tensor *t, uint64_t prev_fed)
 {
     FUZZ_REQUIRE(t->len > 0);
     FUZZ_REQUIRE(t->dtype > FMT_OPAQUE && t->dtype < FMT_DTYPE_MAX);
@@ -47,7 +47,7 @@ static void fuzz_add(struct fuzz_list *l, const struct fmt_tensor *t, uint64_t p
     l->v[l->n++] = *t;
 }
 
-static uint64_t fuzz_rand(uint64_t *s)
+static inline uint64_t fuzz_rand(uint64_t *s)
 {
     *s ^= *s << 13;
     *s ^= *s >> 7;
@@ -56,7 +56,7 @@ static uint64_t fuzz_rand(uint64_t *s)
 }
 
 /* step 0: all at once; seed 0: steps of `step` bytes; else random sizes. */
-static void fuzz_parse(const uint8_t *d, size_t n, size_t step, uint64_t seed,
+static inline void fuzz_parse(const uint8_t *d, size_t n, size_t step, uint64_t seed,
                        struct fuzz_list *l)
 {
     fmt_parser *p;
@@ -73,7 +73,7 @@ static void fuzz_parse(const uint8_t *d, size_t n, size_t step, uint64_t seed,
     fmt_parser_free(p);
 }
 
-static void fuzz_same(const struct fuzz_list *a, const struct fuzz_list *b)
+static inline void fuzz_same(const struct fuzz_list *a, const struct fuzz_list *b)
 {
     FUZZ_REQUIRE(a->n == b->n);
     for (size_t i = 0; i < a->n; i++) {
@@ -83,7 +83,7 @@ static void fuzz_same(const struct fuzz_list *a, const struct fuzz_list *b)
     }
 }
 
-static void fuzz_fmt_check(const uint8_t *d, size_t n, uint64_t seed)
+static inline void fuzz_fmt_check(const uint8_t *d, size_t n, uint64_t seed)
 {
     struct fuzz_list whole = {0}, chunked = {0}, bytes = {0};
     fuzz_parse(d, n, 0, 0, &whole);
@@ -99,7 +99,7 @@ static void fuzz_fmt_check(const uint8_t *d, size_t n, uint64_t seed)
 }
 
 /* A seed for the chunk sizes from the input's first bytes. */
-static uint64_t fuzz_seed(const uint8_t *d, size_t n)
+static inline uint64_t fuzz_seed(const uint8_t *d, size_t n)
 {
     uint64_t s = 0x9E3779B97F4A7C15ull;
     for (size_t i = 0; i < n && i < 8; i++) s = s * 131 + d[i];

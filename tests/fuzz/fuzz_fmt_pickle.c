@@ -6,7 +6,7 @@
 ** under "b/", so the storage table, the entries and the table replacement
 ** are all reached. Seeds: data.pkl files of the fixtures.
 */
-#include "common.h"
+#include "../../src/common.h"
 #include "fuzz_common.h"
 
 #include <stdio.h>

@@ -3,7 +3,7 @@
 ** framed as a file (u64 N = input size, the input, then a data buffer) so
 ** every run reaches the JSON parser and the tiling rules. Seeds: headers.
 */
-#include "common.h"
+#include "../../src/common.h"
 #include "fuzz_common.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -5,9 +5,9 @@
 ** extents are in order and inside its size, which encodes back to the same
 ** bytes. Seeds: manifests made here.
 */
-#include "common.h"
+#include "../../src/common.h"
 #include "fuzz_common.h"
-#include "manifest.h"
+#include "../../src/manifest.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

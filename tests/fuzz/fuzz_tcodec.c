@@ -10,9 +10,9 @@
 ** -EIO or to anything, without touching memory outside the buffers (ASan),
 ** and likewise as a Huffman stream.
 */
-#include "huf.h"
-#include "rans.h"
-#include "tcodec.h"
+#include "../../src/huf.h"
+#include "../../src/rans.h"
+#include "../../src/tcodec.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -9,8 +9,6 @@ set -euo pipefail
 # shellcheck source=tests/lib.sh
 . "$TESTLIB"
 
-MIB=$((1 << 20))
-
 # full_store_recovers FILE...: the mounted full store unmounts, ckptctl stats
 # reads it, it remounts with $REF/small intact; after FILEs are deleted a new
 # file ($REF/after) is written with fsync and survives another remount.

@@ -51,17 +51,17 @@ for c in $ckpts; do cp -r "$REF/run/$c" "$MNT/plain/"; done
 state() { "$CKPTCTL" log --json "$STORE" "$1" | "$PY" -c \
     'import json,sys; v=json.load(sys.stdin)["versions"][-1]; print(v["lossy"], v["error"], v["stored"])'; }
 for _ in $(seq 150); do
-    [ "$(state "/lossy/$first/optimizer.pt" | cut -d' ' -f1)" = done ] && break
+    [ "$(state "/lossy/$first/optimizer.pt" | cut -d' ' -f1)" = "done" ] && break
     sleep 0.2
 done
 read -r how err lossy_bytes <<<"$(state "/lossy/$first/optimizer.pt")"
 read -r _ _ plain_bytes <<<"$(state "/plain/$first/optimizer.pt")"
 log "oldest optimizer.pt: $how, error $err, $lossy_bytes bytes (lossless $plain_bytes)"
-[ "$how" = done ] || fail "the oldest optimizer.pt was not re-encoded: $how"
+[ "$how" = "done" ] || fail "the oldest optimizer.pt was not re-encoded: $how"
 [ "$lossy_bytes" -lt $((plain_bytes / 2)) ] || fail "excp saved too little: $lossy_bytes vs $plain_bytes"
 [ "$(state "/lossy/$last/optimizer.pt" | cut -d' ' -f1)" = pending ] || fail "the newest was re-encoded"
-for _ in $(seq 50); do [ "$(state /now/optimizer.pt | cut -d' ' -f1)" = done ] && break; sleep 0.2; done
-[ "$(state /now/optimizer.pt | cut -d' ' -f1)" = done ] || fail "excp:newest left the newest exact"
+for _ in $(seq 50); do [ "$(state /now/optimizer.pt | cut -d' ' -f1)" = "done" ] && break; sleep 0.2; done
+[ "$(state /now/optimizer.pt | cut -d' ' -f1)" = "done" ] || fail "excp:newest left the newest exact"
 for f in "$REF/run2/$last"/*; do same_file "$MNT/lossy/$last/$(basename "$f")" "$f"; done
 for c in $ckpts; do
     for f in "$REF/run/$c"/*; do same_file "$MNT/plain/$c/$(basename "$f")" "$f"; done

@@ -8,7 +8,7 @@ set -euo pipefail
 . "$TESTLIB"
 
 MIB=$((1 << 20))
-SIZES=(0 1 4095 4096 4097 $((MIB - 1)) $MIB $((MIB + 1)) $((100 * MIB)))
+SIZES=(0 1 4095 4096 4097 $((MIB - 1)) "$MIB" $((MIB + 1)) $((100 * MIB)))
 
 for s in "${SIZES[@]}"; do
     rand_file "$REF/r$s" "$s"

@@ -32,7 +32,7 @@ mount_fs "$OPTS"
 pid=$(daemon_pid)
 # Watch the daemon's descriptors for the unnamed spill file while saving.
 ( while kill -0 "$pid" 2>/dev/null; do
-      ls -l "/proc/$pid/fd" 2>/dev/null | grep -q "staging/#" && { touch "$T/spilled"; exit 0; }
+      find "/proc/$pid/fd" -lname "*staging/#*" 2>/dev/null | grep -q . && { touch "$T/spilled"; exit 0; }
       sleep 0.01
   done ) &
 watcher=$!
