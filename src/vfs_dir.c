@@ -95,8 +95,10 @@ static int dot(const struct vfs_dirsink *s, const char *name, uint64_t ino, off_
 int vfs_dir_read(vfs *v, uint64_t ino, off_t off, const struct vfs_dirsink *s)
 {
     uint64_t parent = ino;
-    char name[NAME_MAX + 1];
-    if (ino != FSMETA_ROOT_INO) fsmeta_name_of(v->st->meta, ino, &parent, name, sizeof name);
+    if (ino != FSMETA_ROOT_INO) {
+        char name[NAME_MAX + 1];
+        fsmeta_name_of(v->st->meta, ino, &parent, name, sizeof name);
+    }
     if (off < 1 && dot(s, ".", ino, 1)) return 0;
     if (off < 2 && dot(s, "..", parent, 2)) return 0;
     return entries(v, ino, off, s);
