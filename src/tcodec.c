@@ -11,56 +11,21 @@
 ** uniform that zstd may beat its entropy, is compared against a real
 ** standalone encoding, so a block never grows by having a base.
 **
-** Scratch memory (planes, sample planes) is kept per thread: a 1 MiB block
-** would otherwise cost fresh page faults on every call.
+** Working memory (planes, sample planes, histograms) is this thread's
+** SCRATCH_TCODEC buffer (scratch.h), taken once per call.
 */
 #include "tcodec.h"
 #include "common.h"
 #include "bstream.h"
 #include "huf.h"
+#include "scratch.h"
 #include "tcodec_kern.h"
 
 #include <math.h>
-#include <pthread.h>
-#include <stdlib.h>
 #include <string.h>
 
 #define SAMPLE_RUN 256
 #define SAMPLE_EVERY 2048
-
-/* ---- per-thread scratch ---- */
-
-struct scratch {
-    uint8_t *buf;
-    size_t cap;
-};
-static pthread_key_t scratch_key;
-static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
-
-static void scratch_free(void *p)
-{
-    struct scratch *s = p;
-    free(s->buf);
-    free(s);
-}
-static void scratch_make_key(void) { pthread_key_create(&scratch_key, scratch_free); }
-
-static uint8_t *scratch_get(size_t need)
-{
-    pthread_once(&scratch_once, scratch_make_key);
-    struct scratch *s = pthread_getspecific(scratch_key);
-    if (!s) {
-        if (!(s = calloc(1, sizeof *s))) return NULL;
-        pthread_setspecific(scratch_key, s);
-    }
-    if (s->cap < need) {
-        uint8_t *b = realloc(s->buf, need);
-        if (!b) return NULL;
-        s->buf = b;
-        s->cap = need;
-    }
-    return s->buf;
-}
 
 static int op_of(int mode, int is_float, int xor)
 {
@@ -419,7 +384,7 @@ int tc_encode_from(const uint8_t *raw, size_t n, unsigned width, int is_float,
     size_t alt_cap = tc_bound(n), work = n + n / 8 + 16 + w * SAMPLE_RUN;
     if (groupable(w, is_float, n)) work = CK_MAX(work, group_scratch(n, w));
     work = (work + 63) & ~(size_t)63;
-    uint8_t *s = scratch_get(work + GROUP_HIST + alt_cap);
+    uint8_t *s = scratch_get(SCRATCH_TCODEC, work + GROUP_HIST + alt_cap);
     if (!s) return -ENOMEM;
     uint32_t(*gh)[8][256] = (uint32_t(*)[8][256])(void *)(s + work);
     uint8_t *alt = s + work + GROUP_HIST;
@@ -551,7 +516,8 @@ int tc_decode(const uint8_t *src, size_t len, const uint8_t *base, uint64_t base
         if (!base || len < 12 || ck_get64(src + 4) != base_hash) return -EIO;
         off = 12;
     }
-    uint8_t *s = scratch_get(mode == TC_GROUPED ? group_scratch(n, w) + n : n + (cnt + 7) / 8 + 16);
+    uint8_t *s = scratch_get(SCRATCH_TCODEC,
+                             mode == TC_GROUPED ? group_scratch(n, w) + n : n + (cnt + 7) / 8 + 16);
     if (!s) return -ENOMEM;
     int op = op_of(mode, flags & 1, flags & 2);
     if (mode == TC_GROUPED) return decode_grouped(src + off, len - off, base, w, op, s, dst, n);
