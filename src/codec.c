@@ -72,9 +72,9 @@ static int encode_tensor(const void *raw, size_t raw_len, uint8_t *dst, size_t c
         widen(h->narrow, h->narrow_len, h->narrow_off, wbase, raw_len) == 0)
         wide = nb, bases[nb] = wbase, hashes[nb++] = XXH3_64bits(wbase, raw_len);
     size_t hdr = wide >= 0 ? WIDE_HDR : 0;
-    /* ulp deltas only: on both checkpoint series of scripts/bench-codec,
-    ** also estimating XOR deltas stored the same bytes to within 0.01% and
-    ** cost 9 to 15% of ingest speed. The decoder takes either. */
+    /* ulp deltas only: on trained checkpoints XOR deltas store about the
+    ** same bytes, and estimating them too slows ingest down. The decoder
+    ** takes either. */
     struct tc_opts o = {TC_DELTA_ULP, 0, h->no_group};
     int rc = tc_encode_from(raw, raw_len, h->width, h->is_float, bases, hashes, nb, &o,
                             dst + hdr, cap - hdr, stored_len, &mode, &which);

@@ -494,9 +494,8 @@ static void willneed_chain(struct store *st, const struct fsm_chunk *c)
 
 /* Decode a delta: rebuild its base first, through the cache but as the
 ** first to go. A base is seldom wanted again for itself (each block has
-** its own chain), and a chain five deep cached as hot pushed out the
-** blocks a reader was about to use: a cold load of fine-tuning
-** checkpoint-120 then decoded a third more. */
+** its own chain), and a deep chain cached as hot would push out the
+** blocks a reader is about to use. */
 static int decode_delta(struct store *st, const struct fsm_chunk *c, const void *src,
                         void *dst)
 {

@@ -161,8 +161,8 @@ static void group_map(const uint8_t *bnd, int nb, uint8_t gmap[256])
 
 /* Boundaries splitting the context bytes (histogram hist of cnt) into
 ** ranges: one per exponent where exponents are populous, wider ranges in
-** the sparse tails, none smaller than 1/(16 TC_GROUPS) of the block (a
-** quarter of that measured 0.3% larger fine-tuning deltas).
+** the sparse tails, none smaller than 1/(16 TC_GROUPS) of the block
+** (smaller ranges cost more in tables than their closer fit saves).
 ** Returns their number (groups - 1). */
 static int group_bounds(const size_t hist[256], size_t cnt, uint8_t bnd[TC_GROUPS - 1])
 {
@@ -334,9 +334,9 @@ struct cand {
     double est;
 };
 
-/* A grouped delta decodes at about a quarter of the speed of a plain one
-** (elements are gathered from their groups one at a time): take it only
-** when it is estimated this much smaller. */
+/* A grouped delta decodes several times slower than a plain one (elements
+** are gathered from their groups one at a time): take it only when it is
+** estimated this much smaller. */
 #define GROUP_GAIN 0.95
 
 /* The candidate with the smallest estimate over standalone and the deltas
