@@ -516,8 +516,8 @@ int tc_decode(const uint8_t *src, size_t len, const uint8_t *base, uint64_t base
         if (!base || len < 12 || ck_get64(src + 4) != base_hash) return -EIO;
         off = 12;
     }
-    uint8_t *s = scratch_get(SCRATCH_TCODEC,
-                             mode == TC_GROUPED ? group_scratch(n, w) + n : n + (cnt + 7) / 8 + 16);
+    size_t need = mode == TC_GROUPED ? group_scratch(n, w) + n : n + (cnt + 7) / 8 + 16;
+    uint8_t *s = scratch_get(SCRATCH_TCODEC, need);
     if (!s) return -ENOMEM;
     int op = op_of(mode, flags & 1, flags & 2);
     if (mode == TC_GROUPED) return decode_grouped(src + off, len - off, base, w, op, s, dst, n);
