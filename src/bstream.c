@@ -16,10 +16,10 @@
 
 enum { PL_RAW = 0, PL_HUF = 1, PL_ZSTD = 2, PL_CONST = 3, PL_RANS = 4 };
 
-/* rANS decodes several times slower than Huffman: under BSTREAM_FAST only
-** where this much smaller (exponent planes of trained weights, where
-** Huffman comes within 1% of the entropy, keep Huffman: at 0.99 some did
-** not, and standalone bf16 decoded at 1.2 GB/s, not 2.7). */
+/* rANS decodes several times slower than Huffman: under BSTREAM_FAST it is
+** taken only where this much smaller, so that the exponent planes of
+** trained weights, which Huffman codes close to their entropy, keep
+** Huffman's fast decode. */
 #define RANS_GAIN 0.97
 
 static double rans_gain(int pref) { return pref == BSTREAM_SMALL ? 1.0 : RANS_GAIN; }

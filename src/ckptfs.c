@@ -350,11 +350,10 @@ static int open_store(const char *path, const struct store_opts *so, struct stor
 }
 
 /* glibc gives each thread that allocates its own arena, and every FUSE
-** and worker thread here handles 1 MiB blocks: the blocks freed in one
-** arena are not reused by the others, so peak memory grew with the thread
-** count. Two arenas (unless MALLOC_ARENA_MAX says otherwise) measured a
-** peak RSS of 143 against 201 MiB saving and reading back a fine-tuning
-** series, at the same speed (before block buffers left malloc, bbuf.h). */
+** and worker thread here allocates: memory freed in one arena is not
+** reused by the others, so peak memory would grow with the thread count.
+** Two arenas (unless MALLOC_ARENA_MAX says otherwise) keep it flat
+** without slowing allocation down. */
 static void limit_arenas(void)
 {
 #ifdef M_ARENA_MAX

@@ -3,8 +3,8 @@
 ** lossy codecs through tcodec.h and lossy.h, and the widening of a bf16
 ** base for CODEC_WIDE.
 **
-** zstd contexts are reused per thread: creating one per block would cost more
-** than compressing a small block. They are freed when the thread exits.
+** zstd contexts are reused per thread (scratch.h): creating one per block
+** would cost more than compressing a small block.
 */
 #include "codec.h"
 #include "bbuf.h"
@@ -12,8 +12,8 @@
 #include "lossy.h"
 #include "tcodec.h"
 #include "bstream.h"
+#include "scratch.h"
 
-#include <pthread.h>
 #include <xxhash.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,31 +21,19 @@
 
 #define WIDE_HDR 12 /* CODEC_WIDE: element offset, hash of the base block */
 
-static pthread_key_t cctx_key, dctx_key;
-static pthread_once_t keys_once = PTHREAD_ONCE_INIT;
-
+static void *make_cctx(void) { return ZSTD_createCCtx(); }
+static void *make_dctx(void) { return ZSTD_createDCtx(); }
 static void free_cctx(void *p) { ZSTD_freeCCtx(p); }
 static void free_dctx(void *p) { ZSTD_freeDCtx(p); }
-static void make_keys(void)
-{
-    pthread_key_create(&cctx_key, free_cctx);
-    pthread_key_create(&dctx_key, free_dctx);
-}
 
 static ZSTD_CCtx *thread_cctx(void)
 {
-    pthread_once(&keys_once, make_keys);
-    ZSTD_CCtx *c = pthread_getspecific(cctx_key);
-    if (!c && (c = ZSTD_createCCtx()) != NULL) pthread_setspecific(cctx_key, c);
-    return c;
+    return scratch_obj(SCRATCH_ZSTD_CCTX, make_cctx, free_cctx);
 }
 
 static ZSTD_DCtx *thread_dctx(void)
 {
-    pthread_once(&keys_once, make_keys);
-    ZSTD_DCtx *d = pthread_getspecific(dctx_key);
-    if (!d && (d = ZSTD_createDCtx()) != NULL) pthread_setspecific(dctx_key, d);
-    return d;
+    return scratch_obj(SCRATCH_ZSTD_DCTX, make_dctx, free_dctx);
 }
 
 size_t codec_bound(size_t raw_len)
@@ -84,9 +72,9 @@ static int encode_tensor(const void *raw, size_t raw_len, uint8_t *dst, size_t c
         widen(h->narrow, h->narrow_len, h->narrow_off, wbase, raw_len) == 0)
         wide = nb, bases[nb] = wbase, hashes[nb++] = XXH3_64bits(wbase, raw_len);
     size_t hdr = wide >= 0 ? WIDE_HDR : 0;
-    /* ulp deltas only: on both checkpoint series of scripts/bench-codec,
-    ** also estimating XOR deltas stored the same bytes to within 0.01% and
-    ** cost 9 to 15% of ingest speed. The decoder takes either. */
+    /* ulp deltas only: on trained checkpoints XOR deltas store about the
+    ** same bytes, and estimating them too slows ingest down. The decoder
+    ** takes either. */
     struct tc_opts o = {TC_DELTA_ULP, 0, h->no_group};
     int rc = tc_encode_from(raw, raw_len, h->width, h->is_float, bases, hashes, nb, &o,
                             dst + hdr, cap - hdr, stored_len, &mode, &which);

@@ -5,6 +5,7 @@
 #include "codec.h"
 #include "bbuf.h"
 #include "common.h"
+#include "scratch.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -264,33 +265,14 @@ void store_pins_floor(struct store *st, uint32_t *pack, int64_t *since)
     pthread_mutex_unlock(&st->pin_mu);
 }
 
-/* Per-thread encode buffer, sized for the largest block seen: a pack
-** frame (pack.h), so that large records go from it to the disk. */
-static pthread_key_t scratch_key;
-static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
-struct scratch { size_t cap; uint8_t *frame; };
-static void free_scratch(void *p)
-{
-    struct scratch *s = p;
-    if (s) free(s->frame);
-    free(s);
-}
-static void make_scratch_key(void) { pthread_key_create(&scratch_key, free_scratch); }
+/* Per-thread encode buffer (scratch.h), sized for the largest block seen:
+** a pack frame (pack.h), so that large records go from it to the disk. */
+_Static_assert(PACK_FRAME_ALIGN <= SCRATCH_ALIGN, "a frame is aligned for direct I/O");
 
 /* A frame for a payload of up to need bytes (at frame + PACK_REC_HDR). */
 static uint8_t *scratch(size_t need)
 {
-    pthread_once(&scratch_once, make_scratch_key);
-    struct scratch *s = pthread_getspecific(scratch_key);
-    if (s && s->cap >= need) return s->frame;
-    free_scratch(s);
-    s = malloc(sizeof *s);
-    void *f = NULL;
-    if (s && posix_memalign(&f, PACK_FRAME_ALIGN, PACK_FRAME_CAP(need)) != 0) f = NULL;
-    if (s && !f) free(s), s = NULL;
-    if (s) *s = (struct scratch){need, f};
-    pthread_setspecific(scratch_key, s);
-    return s ? s->frame : NULL;
+    return scratch_get(SCRATCH_FRAME, PACK_FRAME_CAP(need));
 }
 
 static int load_block(struct store *st, const struct fsm_chunk *c, void *dst);
@@ -519,9 +501,8 @@ static void willneed_chain(struct store *st, const struct fsm_chunk *c)
 
 /* Decode a delta: rebuild its base first, through the cache but as the
 ** first to go. A base is seldom wanted again for itself (each block has
-** its own chain), and a chain five deep cached as hot pushed out the
-** blocks a reader was about to use: a cold load of fine-tuning
-** checkpoint-120 then decoded a third more. */
+** its own chain), and a deep chain cached as hot would push out the
+** blocks a reader is about to use. */
 static int decode_delta(struct store *st, const struct fsm_chunk *c, const void *src,
                         void *dst)
 {
