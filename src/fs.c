@@ -6,6 +6,7 @@
 */
 #include "fs.h"
 #include "common.h"
+#include "scratch.h"
 
 #include <assert.h>
 #include <limits.h>
@@ -216,15 +217,16 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
     fuse_reply_create(req, &e, fi);
 }
 
+/* The reply goes out of a buffer the thread keeps: a fresh 1 MiB one per
+** request would be fresh pages, faulted in and zeroed each time. */
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                     struct fuse_file_info *fi)
 {
-    uint8_t *buf = malloc(size ? size : 1);
+    uint8_t *buf = scratch_get(SCRATCH_FUSE_READ, size ? size : 1);
     size_t got = 0;
     int rc = !buf ? -ENOMEM
                   : OPS(ino)->read(FS(req)->v, ino, FH(fi), buf, size, (uint64_t)off, &got);
     if (rc < 0) reply_rc(req, rc); else fuse_reply_buf(req, (char *)buf, got);
-    free(buf);
 }
 
 static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,

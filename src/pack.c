@@ -14,6 +14,7 @@
 ** share a page with them.
 */
 #include "pack.h"
+#include "bbuf.h"
 #include "common.h"
 
 #include <dirent.h>
@@ -494,19 +495,20 @@ static int read_direct(int dfd, uint64_t at, size_t want, uint8_t **hold, size_t
 {
     uint64_t a = at - at % PACK_FRAME_ALIGN;
     size_t span = (size_t)(at + want - a + pad_to(at + want, PACK_FRAME_ALIGN));
-    void *d;
-    if (posix_memalign(&d, PACK_FRAME_ALIGN, span) != 0) return -ENOMEM;
+    uint8_t *p = bbuf_alloc(span + PACK_FRAME_ALIGN);
+    if (!p) return -ENOMEM;
+    uint8_t *d = p + pad_to((uintptr_t)p, PACK_FRAME_ALIGN);
     ssize_t n;
     do {
         n = pread(dfd, d, span, (off_t)a); /* short at the file's end: fine */
     } while (n < 0 && errno == EINTR);
     if (n < 0 || (uint64_t)n < at + want - a) {
         int rc = n < 0 ? -errno : -EIO;
-        free(d);
+        bbuf_free(p);
         return rc;
     }
-    *hold = d;
-    *skip = (size_t)(at - a);
+    *hold = p;
+    *skip = (size_t)(d - p) + (size_t)(at - a);
     return 0;
 }
 
@@ -541,9 +543,9 @@ static int read_held(packset *ps, uint32_t id, int fd, uint64_t at, size_t want,
         }
         refuse_direct(ps, id);
     }
-    uint8_t *b = malloc(want);
+    uint8_t *b = bbuf_alloc(want);
     int rc = b ? ck_pread_full(fd, b, want, at) : -ENOMEM;
-    if (rc < 0) free(b);
+    if (rc < 0) bbuf_free(b);
     *hold = rc < 0 ? NULL : b;
     *skip = 0;
     return rc;
@@ -560,7 +562,7 @@ int pack_read_held(packset *ps, uint32_t id, uint64_t off, const struct pack_rec
     fd_release(ps);
     CK_TRY(rc);
     if (!rec_matches(b + skip, expect)) {
-        free(b);
+        bbuf_free(b);
         return -EIO;
     }
     *hold = b;

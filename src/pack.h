@@ -123,8 +123,9 @@ int pack_append_frame(packset *ps, const struct pack_rec *r, uint8_t *frame,
                       uint32_t *pack_id, uint64_t *off);
 
 /* The same check, the stored bytes read into a buffer of pack.c's choice:
-** *data points at them inside *hold, which the caller frees. Records no
-** longer in the page cache are read from the disk directly (O_DIRECT). */
+** *data points at them inside *hold, which the caller frees with bbuf_free
+** (bbuf.h: recycled, so a read costs no fresh pages). Records no longer in
+** the page cache are read from the disk directly (O_DIRECT). */
 int pack_read_held(packset *ps, uint32_t pack_id, uint64_t off,
                    const struct pack_rec *expect, void **hold, const uint8_t **data);
 /* Ask the kernel to start reading [off, off + len) of pack id into the page

@@ -25,6 +25,7 @@ enum scratch_slot {
     SCRATCH_FRAME,     /* store.c: the pack frame a block is encoded into */
     SCRATCH_ZSTD_CCTX, /* codec.c: the thread's zstd compression context */
     SCRATCH_ZSTD_DCTX, /* codec.c: the thread's zstd decompression context */
+    SCRATCH_FUSE_READ, /* fs.c: the reply to one FUSE read */
     SCRATCH_SLOTS
 };
 

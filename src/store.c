@@ -540,7 +540,7 @@ static int load_at(struct store *st, const struct fsm_chunk *c, void *dst)
             rc = c->base ? decode_delta(st, c, src, dst) : -EIO;
         else if (rc == 0)
             rc = codec_decode(c->codec, src, c->stored_len, dst, c->raw_len, NULL, 0);
-        free(hold);
+        bbuf_free(hold);
     }
     if (rc == 0 && XXH3_64bits(dst, c->raw_len) != c->hash) rc = -EIO;
     return rc;

@@ -292,7 +292,7 @@ static void check_held(packset *ps, const struct rec *x)
     const uint8_t *data = NULL;
     ck_assert_int_eq(pack_read_held(ps, x->pack, x->off, &x->r, &hold, &data), 0);
     ck_assert(memcmp(data, x->data, x->r.stored_len) == 0);
-    free(hold);
+    bbuf_free(hold);
 }
 
 START_TEST(test_read_held)
