@@ -45,13 +45,43 @@ struct hnode {
     struct hnode *next;
 };
 
-#define NBUCKET 1024
+/* The table of nodes the kernel holds grows with them: a listing of
+** .ckptfs/seq hands out one reference per change ever made. */
+#define NBUCKET_MIN 1024
 
 struct hview {
     struct store *st;
     pthread_mutex_t mu;
-    struct hnode *bucket[NBUCKET];
+    struct hnode **bucket;
+    size_t nbucket, count; /* nbucket: a power of two */
 };
+
+/* Bucket of inode number id: its hash bits mixed down (view inode numbers
+** share their top bits and bit 4). */
+static size_t slot_of(const hview *h, uint64_t id)
+{
+    return (size_t)((id * 0x9E3779B97F4A7C15ull) >> 32) & (h->nbucket - 1);
+}
+
+/* Under h->mu: twice the buckets once there are two nodes per bucket. */
+static void grow(hview *h)
+{
+    if (h->count <= 2 * h->nbucket) return;
+    size_t old = h->nbucket;
+    struct hnode **b = calloc(2 * old, sizeof *b);
+    if (!b) return; /* longer chains, still correct */
+    struct hnode **ob = h->bucket;
+    h->bucket = b;
+    h->nbucket = 2 * old;
+    for (size_t i = 0; i < old; i++)
+        for (struct hnode *n = ob[i], *next; n; n = next) {
+            next = n->next;
+            size_t j = slot_of(h, n->id);
+            n->next = b[j];
+            b[j] = n;
+        }
+    free(ob);
+}
 
 static uint64_t key_ino(const struct hkey *k)
 {
@@ -75,6 +105,12 @@ int hview_create(struct store *st, hview **out)
     hview *h = calloc(1, sizeof *h);
     if (!h) return -ENOMEM;
     h->st = st;
+    h->nbucket = NBUCKET_MIN;
+    h->bucket = calloc(h->nbucket, sizeof *h->bucket);
+    if (!h->bucket) {
+        free(h);
+        return -ENOMEM;
+    }
     pthread_mutex_init(&h->mu, NULL);
     *out = h;
     return 0;
@@ -90,19 +126,20 @@ static void free_node(struct hnode *n)
 void hview_destroy(hview *h)
 {
     if (!h) return;
-    for (size_t i = 0; i < NBUCKET; i++)
+    for (size_t i = 0; i < h->nbucket; i++)
         for (struct hnode *n = h->bucket[i], *next; n; n = next) {
             next = n->next;
             free_node(n);
         }
     pthread_mutex_destroy(&h->mu);
+    free(h->bucket);
     free(h);
 }
 
 /* Under h->mu. */
 static struct hnode *find(hview *h, uint64_t id)
 {
-    for (struct hnode *n = h->bucket[id % NBUCKET]; n; n = n->next)
+    for (struct hnode *n = h->bucket[slot_of(h, id)]; n; n = n->next)
         if (n->id == id) return n;
     return NULL;
 }
@@ -137,8 +174,11 @@ static int remember(hview *h, struct hkey *k, uint64_t id)
         n->id = id;
         n->k = *k;
         k->path = NULL;
-        n->next = h->bucket[id % NBUCKET];
-        h->bucket[id % NBUCKET] = n;
+        size_t j = slot_of(h, id);
+        n->next = h->bucket[j];
+        h->bucket[j] = n;
+        h->count++;
+        grow(h);
     }
     if (n) n->nlookup++;
     pthread_mutex_unlock(&h->mu);
@@ -148,11 +188,12 @@ static int remember(hview *h, struct hkey *k, uint64_t id)
 void hview_forget(hview *h, uint64_t ino, uint64_t nlookup)
 {
     pthread_mutex_lock(&h->mu);
-    struct hnode **p = &h->bucket[ino % NBUCKET];
+    struct hnode **p = &h->bucket[slot_of(h, ino)];
     while (*p && (*p)->id != ino) p = &(*p)->next;
     struct hnode *n = *p;
     if (n && (n->nlookup -= CK_MIN(nlookup, n->nlookup)) == 0) {
         *p = n->next;
+        h->count--;
         free_node(n);
     }
     pthread_mutex_unlock(&h->mu);

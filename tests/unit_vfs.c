@@ -839,6 +839,44 @@ START_TEST(test_history_view_readonly)
 }
 END_TEST
 
+/* A listing of .ckptfs/seq hands out a reference per change ever made:
+** thousands of view nodes, all found again after the view's table grew,
+** and all gone once forgotten. */
+START_TEST(test_view_many_refs)
+{
+    struct fx f;
+    fx_open(&f);
+    char name[32];
+    for (int i = 0; i < 3000; i++) {
+        snprintf(name, sizeof name, "f%d", i);
+        mk(&f, &root_cred, ROOT, name, S_IFREG | 0644, NULL);
+    }
+    int64_t view = lookup_keep(&f, ROOT, HVIEW_NAME, NULL);
+    ck_assert_int_gt(view, 0);
+    int64_t seqs = lookup_keep(&f, (uint64_t)view, "seq", NULL);
+    ck_assert_int_gt(seqs, 0);
+    size_t n;
+    struct dent *v = list_dir(&f, (uint64_t)seqs, 1 << 20, 1, &n, NULL);
+    ck_assert_uint_ge(n, 3000 + 2);
+    size_t refs = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(v[i].name, ".") == 0 || strcmp(v[i].name, "..") == 0) continue;
+        struct stat sb = attr(&f, v[i].ino);
+        ck_assert(S_ISDIR(sb.st_mode));
+        refs++;
+    }
+    ck_assert_uint_ge(refs, 3000);
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(v[i].name, ".") && strcmp(v[i].name, ".."))
+            ops(v[i].ino)->forget(f.v, v[i].ino, 1);
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(v[i].name, ".") && strcmp(v[i].name, ".."))
+            ck_assert_int_eq(attr_rc(&f, v[i].ino), -ESTALE);
+    free(v);
+    fx_close(&f);
+}
+END_TEST
+
 START_TEST(test_setattr_perms)
 {
     struct fx f;
@@ -1206,6 +1244,7 @@ int main(void)
         test_readdir,
         test_readdirplus_refs,
         test_history_view_readonly,
+        test_view_many_refs,
         test_setattr_perms,
         test_access,
         test_xattr,
