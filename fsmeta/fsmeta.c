@@ -38,6 +38,8 @@ const char *const fsm_core_sql[S_COUNT] = {
     [S_READDIR] = "SELECT " ATTR_COLS ",d.id,d.name,d.ino FROM dentry d "
                   "JOIN inode USING (ino) WHERE d.parent=?1 AND d.id>?2 ORDER BY d.id",
     [S_XGET] = "SELECT value FROM xattr WHERE ino=?1 AND name=?2",
+    [S_CFGGET] = "SELECT value FROM config WHERE key=?1",
+    [S_CFGSET] = "INSERT OR REPLACE INTO config(key,value) VALUES(?1,?2)",
     [S_XINS] = "INSERT INTO xattr(ino,name,value) VALUES(?1,?2,?3)",
     [S_XUPD] = "UPDATE xattr SET value=?3 WHERE ino=?1 AND name=?2",
     [S_XLIST] = "SELECT name FROM xattr WHERE ino=?1 ORDER BY name",
@@ -850,6 +852,31 @@ int fsmeta_xattr_get(fsmeta *m, uint64_t ino, const char *name, void *buf, size_
     rc = rc == SQLITE_ROW ? copy_blob(s, 0, buf, cap)
          : rc == SQLITE_DONE ? -ENODATA : sql_err(m, rc);
     done(s);
+    unlock(m);
+    return rc;
+}
+
+int fsmeta_config_get(fsmeta *m, const char *key, char *buf, size_t cap)
+{
+    lock(m);
+    sqlite3_stmt *s = stmt(m, S_CFGGET);
+    bind_name(s, 1, key);
+    int rc = sqlite3_step(s);
+    rc = rc == SQLITE_ROW ? copy_blob(s, 0, buf, cap - 1)
+         : rc == SQLITE_DONE ? -ENOENT : sql_err(m, rc);
+    if (rc >= 0) buf[rc] = 0;
+    done(s);
+    unlock(m);
+    return rc < 0 ? rc : 0;
+}
+
+int fsmeta_config_set(fsmeta *m, const char *key, const char *value)
+{
+    lock(m);
+    sqlite3_stmt *s = stmt(m, S_CFGSET);
+    bind_name(s, 1, key);
+    sqlite3_bind_text(s, 2, value, -1, SQLITE_STATIC);
+    int rc = run(m, s);
     unlock(m);
     return rc;
 }

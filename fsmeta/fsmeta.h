@@ -110,6 +110,11 @@ int fsmeta_end(fsmeta *m, int rc);
 /* Make every transaction committed so far durable. */
 int fsmeta_sync(fsmeta *m);
 
+/* The store's settings (table config): text values by key. get: -ENOENT
+** when unset, -ERANGE when longer than cap - 1. */
+int fsmeta_config_get(fsmeta *m, const char *key, char *buf, size_t cap);
+int fsmeta_config_set(fsmeta *m, const char *key, const char *value);
+
 /* Copy the committed database to a new SQLite file at path (SQLite's
 ** online backup, a few pages at a time beside other work). */
 int fsmeta_backup(fsmeta *m, const char *path);

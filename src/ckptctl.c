@@ -33,6 +33,7 @@
 #include "import.h"
 #include "rebuild.h"
 #include "recode.h"
+#include "remote.h"
 #include "reverse.h"
 #include "store.h"
 
@@ -85,13 +86,19 @@ static const char usage_text[] =
     "  rebuild [--json] STORE\n"
     "         make the metadata anew from the packs alone (meta.db lost, or\n"
     "         older than the packs): the old one is kept beside it as\n"
-    "         meta.db.before-rebuild-TIME\n\n"
+    "         meta.db.before-rebuild-TIME\n"
+    "  push   [--json] [--remote s3://BUCKET/PREFIX] [--endpoint URL] STORE\n"
+    "         copy the store to an S3-compatible bucket: every pack it lacks, then\n"
+    "         a snapshot of the metadata; packs the store no longer has are then\n"
+    "         deleted there. The remote is remembered for the next push.\n"
+    "         Credentials: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY; endpoint:\n"
+    "         AWS_ENDPOINT_URL or --endpoint; the store must not be mounted\n\n"
     "options:\n"
     "  -h, --help      this help (also after a command)\n"
     "  -V, --version   print the version\n\n"
     "exit status: 0 success, 1 failure, 2 usage error, 3 problems found\n"
     "(verify, fsck), 4 store mounted (fsck --repair, import, recode,\n"
-    "rebuild need it not)\n";
+    "rebuild, push need it not)\n";
 
 struct opts {
     int json, files, repair, dry_run;
@@ -99,6 +106,7 @@ struct opts {
     int64_t grace_ns;
     double threshold;
     int have_rule;
+    const char *remote, *endpoint;
 };
 
 static int fail(int code, const char *fmt, ...)
@@ -613,6 +621,36 @@ static int cmd_rebuild(struct store *st, const struct opts *o)
     return 0;
 }
 
+static void push_progress(void *ctx, uint64_t done, uint64_t total)
+{
+    (void)ctx;
+    progress("push: bytes", done, total);
+}
+
+static int cmd_push(struct store *st, const struct opts *o)
+{
+    char url[1024];
+    if (o->remote) snprintf(url, sizeof url, "%s", o->remote);
+    else if (fsmeta_config_get(st->meta, "remote", url, sizeof url) < 0)
+        return fail(EX_USAGE, "push: no remote yet: give --remote s3://BUCKET/PREFIX");
+    remote *r;
+    int rc = remote_open(url, o->endpoint, &r);
+    if (rc < 0) return rc;
+    struct remote_push_stats z;
+    rc = remote_push(r, st, push_progress, NULL, &z);
+    if (rc == 0) rc = fsmeta_config_set(st->meta, "remote", url);
+    if (rc == 0 && o->json)
+        printf("{\"remote\": \"%s\", \"packs\": %u, \"packs_sent\": %u, \"packs_deleted\": %u, "
+               "\"bytes\": %llu, \"bytes_sent\": %llu}\n", remote_url(r), z.packs, z.packs_sent,
+               z.packs_deleted, U(z.bytes), U(z.bytes_sent));
+    else if (rc == 0)
+        printf("push: %s: %u packs (%llu bytes), %u sent (%llu bytes), %u deleted there; "
+               "metadata snapshot uploaded\n", remote_url(r), z.packs, U(z.bytes), z.packs_sent,
+               U(z.bytes_sent), z.packs_deleted);
+    remote_close(r);
+    return rc;
+}
+
 /* ---- main ---- */
 
 struct command {
@@ -625,7 +663,7 @@ static const struct command commands[] = {
     {"stats", 0, 0, RO},  {"log", 1, 1, RO},    {"cat", 1, 1, RO},
     {"verify", 0, 0, RO}, {"fsck", 0, 0, RO},   {"prune", 0, 0, SHARED},
     {"gc", 0, 0, EXCL},   {"import", 1, 2, EXCL}, {"recode", 0, 0, EXCL},
-    {"rebuild", 0, 0, EXCL},
+    {"rebuild", 0, 0, EXCL}, {"push", 0, 0, EXCL},
 };
 
 /* Options before the command (stop at it), then anywhere after it. */
@@ -640,6 +678,8 @@ static int parse_opts(int argc, char **argv, struct opts *o, const char *shortop
         {"keep-within", required_argument, NULL, 'W'},
         {"grace", required_argument, NULL, 'g'},
         {"threshold", required_argument, NULL, 't'},
+        {"remote", required_argument, NULL, 'R'},
+        {"endpoint", required_argument, NULL, 'e'},
         {NULL, 0, NULL, 0}};
     int c;
     char *end;
@@ -652,6 +692,8 @@ static int parse_opts(int argc, char **argv, struct opts *o, const char *shortop
         case 'f': o->files = 1; break;
         case 'r': o->repair = 1; break;
         case 'n': o->dry_run = 1; break;
+        case 'R': o->remote = optarg; break;
+        case 'e': o->endpoint = optarg; break;
         case 'L': case 'E':
             v = strtol(optarg, &end, 10);
             if (*end || v < 1 || v > 1000000000)
@@ -710,6 +752,7 @@ static int busy(const char *path, const char *cmd)
                                    "works beside the mount)"
         : !strcmp(cmd, "gc")     ? "its daemon did not answer on STORE/" CTL_SOCKET
         : !strcmp(cmd, "rebuild") ? "unmount it first (a mount's metadata is in use)"
+        : !strcmp(cmd, "push")   ? "unmount it first (a mount does not upload yet)"
                                  : "unmount it first";
     return fail(EX_BUSY, "store %s is mounted (its lock is held); %s", path, hint);
 }
@@ -752,6 +795,7 @@ static int run(const struct command *c, struct store *st, struct opts *o, char *
     if (!strcmp(n, "gc")) return cmd_gc(st, o);
     if (!strcmp(n, "recode")) return cmd_recode(st, o);
     if (!strcmp(n, "rebuild")) return cmd_rebuild(st, o);
+    if (!strcmp(n, "push")) return cmd_push(st, o);
     return cmd_import(st, o, args[0], args[1] ? args[1] : "/");
 }
 
@@ -785,6 +829,7 @@ int main(int argc, char **argv)
     rc = run(c, st, &o, args);
     store_close(st);
     if (rc == 1) return EX_PROBLEMS;
+    if (rc == EX_USAGE) return rc; /* said already */
     if (rc < 0)
         return fail(EX_FAIL, "%s: %s", c->name,
                     rc == -ENOENT && args[0] ? "no such path in the store's history"

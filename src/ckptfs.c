@@ -16,6 +16,7 @@
 #include "bg.h"
 #include "commit.h"
 #include "ctl.h"
+#include "remote.h"
 
 #include <limits.h>
 #include <malloc.h>
@@ -71,12 +72,12 @@ struct cli {
     long long num[N_COUNT];
     char given[N_COUNT];
     int bad; /* a numeric option was refused (reported) */
-    char *keep_within, *policy;
-    int verbose, keep_all, init_nonempty;
+    char *keep_within, *policy, *remote, *endpoint;
+    int verbose, keep_all, init_nonempty, ro;
     double timeout;
 };
 
-enum { KEY_NUM = 1 };
+enum { KEY_NUM = 1, KEY_RO };
 
 #define OPT(t, p) {t, offsetof(struct cli, p), 1}
 static const struct fuse_opt cli_opts[] = {
@@ -102,6 +103,9 @@ static const struct fuse_opt cli_opts[] = {
     OPT("init_nonempty", init_nonempty),
     OPT("policy=%s", policy),
     OPT("verbose", verbose),
+    OPT("remote=%s", remote),
+    OPT("endpoint=%s", endpoint),
+    FUSE_OPT_KEY("ro", KEY_RO),
     FUSE_OPT_END,
 };
 
@@ -173,6 +177,18 @@ static void usage(const char *prog)
            "                         (commas escaped: policy=excp:bits=4\\,beta=2)\n"
            "    -o init_nonempty     make a new store in a directory that holds\n"
            "                         other files (refused otherwise)\n"
+           "    -o ro                read-only: the kernel refuses every change with\n"
+           "                         EROFS; nothing in STORE is written (no\n"
+           "                         retention, gc or re-encoding)\n"
+           "    -o remote=s3://BUCKET/PREFIX\n"
+           "                         serve a store pushed there (ckptctl push),\n"
+           "                         with ro: STORE (empty or an earlier copy)\n"
+           "                         gets the latest metadata snapshot, and\n"
+           "                         records are fetched on demand and kept in it.\n"
+           "                         Credentials: AWS_ACCESS_KEY_ID,\n"
+           "                         AWS_SECRET_ACCESS_KEY, AWS_REGION\n"
+           "    -o endpoint=URL      the S3 endpoint (default $AWS_ENDPOINT_URL,\n"
+           "                         else AWS)\n"
            "    -o verbose           log commits and recovery\n\n"
            "FUSE options:\n", prog);
     fuse_cmdline_help();
@@ -186,6 +202,10 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
     if (key == KEY_NUM) {
         parse_num(c, arg);
         return 0;
+    }
+    if (key == KEY_RO) {
+        c->ro = 1;
+        return 1; /* the kernel's too: it refuses every change with EROFS */
     }
     if (key == FUSE_OPT_KEY_NONOPT && !c->store) {
         c->store = strdup(arg);
@@ -276,20 +296,21 @@ static int serve(struct fuse_session *se, struct fuse_cmdline_opts *o, struct st
     if (rc < 0) ck_log(CK_LOG_ERR, "cannot reopen the metadata: %s", strerror(-rc));
     if (rc == 0) rc = store_start(st);
     if (rc < 0) ck_log(CK_LOG_ERR, "cannot start workers: %s", strerror(-rc));
-    if (rc == 0) replay_lost(st);
+    int rw = !st->o.readonly;
+    if (rc == 0 && rw) replay_lost(st);
     /* A body that cannot be recovered now (a full disk) stays in staging for
     ** the next mount; serve anyway, so the user can free space. */
-    if (rc == 0 && vfs_recover(fs->v) < 0)
+    if (rc == 0 && rw && vfs_recover(fs->v) < 0)
         ck_log(CK_LOG_ERR, "some staged files were not recovered; kept in %s/staging",
                st->path);
     int ret = 1;
     bg *b = NULL;
     ctl *c = NULL;
     committer *cm = NULL;
-    if (rc == 0 && (rc = committer_start(st->meta, &cm)) < 0)
+    if (rc == 0 && rw && (rc = committer_start(st->meta, &cm)) < 0)
         ck_log(CK_LOG_ERR, "cannot start the group committer: %s", strerror(-rc));
     if (rc == 0) {
-        start_helpers(st, fs, bo, &b, &c);
+        if (rw) start_helpers(st, fs, bo, &b, &c);
         struct fuse_loop_config *lc = fuse_loop_cfg_create();
         if (!lc) return 1;
         fuse_loop_cfg_set_clone_fd(lc, (unsigned)o->clone_fd);
@@ -346,6 +367,22 @@ static int open_store(const char *path, const struct store_opts *so, struct stor
         usleep(100000);
     }
     if (rc < 0) fprintf(stderr, "ckptfs: cannot open store %s: %s\n", path, store_strerror(rc));
+    return rc;
+}
+
+/* A store read from a bucket: its latest metadata snapshot into STORE
+** before the store opens. Writing mounts do not upload yet: refused. */
+static int open_remote(const struct cli *c, remote **out)
+{
+    if (!c->ro) {
+        fprintf(stderr, "ckptfs: remote=: only read-only mounts of a bucket (-o ro) are "
+                "supported; copy a store there with ckptctl push\n");
+        return -EINVAL;
+    }
+    int rc = remote_open(c->remote, c->endpoint, out);
+    if (rc == 0 && (rc = remote_pull_meta(*out, c->store)) < 0)
+        fprintf(stderr, "ckptfs: %s: cannot fetch its metadata: %s\n", c->remote,
+                rc == -ENOENT ? "nothing pushed there yet" : strerror(-rc));
     return rc;
 }
 
@@ -444,8 +481,13 @@ int main(int argc, char **argv)
     struct fs fs = {.timeout = cli.timeout,
                     .ra_kib = GIVEN(N_READAHEAD) ? (unsigned long)NUM(N_READAHEAD) : 1024};
     struct vfs_opts vo = {.direct_writes = !GIVEN(N_DIRECT) || NUM(N_DIRECT) != 0};
+    so.readonly = cli.ro;
+    remote *rem = NULL;
+    if (cli.remote && open_remote(&cli, &rem) < 0) return 1;
     struct store *st;
     int rc = open_store(cli.store, &so, &st);
+    if (rc == 0 && rem && (rc = remote_attach(rem, st)) < 0)
+        fprintf(stderr, "ckptfs: %s: cannot list its packs: %s\n", cli.remote, strerror(-rc));
     if (rc < 0) return 1;
     if (vfs_create(st, &vo, &fs.v) < 0) return 1;
     name_mount(&args, cli.store);
@@ -458,10 +500,13 @@ int main(int argc, char **argv)
     }
     vfs_destroy(fs.v);
     store_close(st);
+    remote_close(rem);
     free(o.mountpoint);
     free(cli.store);
     free(cli.keep_within);
     free(cli.policy);
+    free(cli.remote);
+    free(cli.endpoint);
     fuse_opt_free_args(&args);
     return ret;
 }

@@ -47,6 +47,7 @@ struct packset {
     uint32_t nfds;
     uint32_t max_id;   /* highest id on disk */
     uint32_t cur;      /* pack taking appends; 0 before the first append */
+    struct pack_source src; /* fill NULL: every pack is local */
     uint64_t cur_end;  /* reserved end of cur */
 };
 
@@ -188,8 +189,12 @@ static int get_fd(packset *ps, uint32_t id, int *fd)
     } else if (*slot < 0) {
         char name[32];
         pack_name(id, name);
-        *slot = openat(ps->dirfd, name, (ps->o.readonly ? O_RDONLY : O_RDWR) | O_CLOEXEC);
-        if (*slot < 0) rc = errno == ENOENT ? -EIO : -errno;
+        int flags = (ps->o.readonly ? O_RDONLY : O_RDWR) | O_CLOEXEC;
+        *slot = openat(ps->dirfd, name, flags);
+        if (*slot < 0 && errno == ENOENT && ps->src.fill &&
+            (rc = ps->src.fill(ps->src.ctx, id, 0, 0)) == 0)
+            *slot = openat(ps->dirfd, name, flags);
+        if (*slot < 0 && rc == 0) rc = errno == ENOENT ? -EIO : -errno;
     }
     if (rc == 0) *fd = *slot;
     pthread_mutex_unlock(&ps->mu);
@@ -207,6 +212,25 @@ static int fd_hold(packset *ps, uint32_t id, int *fd)
 }
 
 static void fd_release(packset *ps) { pthread_rwlock_unlock(&ps->rl); }
+
+/* fd_hold for reading [off, off + len): fetched first if it comes from a
+** source. */
+static int fd_hold_range(packset *ps, uint32_t id, uint64_t off, uint64_t len, int *fd)
+{
+    CK_TRY(fd_hold(ps, id, fd));
+    int rc = ps->src.fill && len ? ps->src.fill(ps->src.ctx, id, off, len) : 0;
+    if (rc < 0) fd_release(ps);
+    return rc;
+}
+
+int pack_dirfd(packset *ps) { return ps->dirfd; }
+
+void pack_set_source(packset *ps, const struct pack_source *src)
+{
+    pthread_mutex_lock(&ps->mu);
+    ps->src = *src;
+    pthread_mutex_unlock(&ps->mu);
+}
 
 /* Create pack max_id+1 with its header and make its name durable; caller holds mu. */
 static int start_pack(packset *ps)
@@ -439,7 +463,7 @@ int pack_check(packset *ps, uint32_t id, uint64_t off, const struct pack_rec *ex
 {
     int fd;
     struct stat sb;
-    CK_TRY(fd_hold(ps, id, &fd));
+    CK_TRY(fd_hold_range(ps, id, off, PACK_REC_HDR, &fd));
     uint8_t h[PACK_REC_HDR];
     int rc = fstat(fd, &sb) < 0 ? -errno : 0;
     if (rc == 0 && (off < PACK_FILE_HDR ||
@@ -470,7 +494,7 @@ int pack_remove(packset *ps, uint32_t id)
 int pack_read(packset *ps, uint32_t id, uint64_t off, struct pack_rec *expect, void *buf)
 {
     int fd;
-    CK_TRY(fd_hold(ps, id, &fd));
+    CK_TRY(fd_hold_range(ps, id, off, PACK_REC_HDR + (uint64_t)expect->stored_len, &fd));
     uint8_t h[PACK_REC_HDR];
     struct iovec iov[2] = {{h, sizeof h}, {buf, expect->stored_len}};
     ssize_t n;
@@ -555,7 +579,7 @@ int pack_read_held(packset *ps, uint32_t id, uint64_t off, const struct pack_rec
                    void **hold, const uint8_t **data)
 {
     int fd;
-    CK_TRY(fd_hold(ps, id, &fd));
+    CK_TRY(fd_hold_range(ps, id, off, PACK_REC_HDR + (uint64_t)expect->stored_len, &fd));
     uint8_t *b = NULL;
     size_t skip = 0;
     int rc = read_held(ps, id, fd, off, PACK_REC_HDR + (size_t)expect->stored_len, &b, &skip);
@@ -687,7 +711,7 @@ int pack_scan_all(packset *ps, uint32_t id, pack_scan_cb cb, void *ctx, uint64_t
 int pack_peek(packset *ps, uint32_t id, uint64_t off, void *buf, size_t len)
 {
     int fd;
-    CK_TRY(fd_hold(ps, id, &fd));
+    CK_TRY(fd_hold_range(ps, id, off, PACK_REC_HDR + (uint64_t)len, &fd));
     int rc = ck_pread_full(fd, buf, len, off + PACK_REC_HDR);
     fd_release(ps);
     return rc;

@@ -158,6 +158,18 @@ int pack_scan_all(packset *ps, uint32_t pack_id, pack_scan_cb cb, void *ctx,
 ** unchecked (a scanner's look at a delta's base). */
 int pack_peek(packset *ps, uint32_t pack_id, uint64_t off, void *buf, size_t len);
 
+/* Where bytes a pack file lacks come from (the remote tier, remote.h):
+** fill(ctx, id, off, len) makes [off, off + len) of pack id present in the
+** packs directory, creating the file when len is 0. pack.c calls it before
+** every read of a record, and when a pack file is missing. */
+struct pack_source {
+    int (*fill)(void *ctx, uint32_t id, uint64_t off, uint64_t len);
+    void *ctx;
+};
+void pack_set_source(packset *ps, const struct pack_source *src);
+/* The packs directory (a source keeps its copies there). */
+int pack_dirfd(packset *ps);
+
 /* Highest pack id present (0 when none) and the size of one pack file. */
 uint32_t pack_max_id(packset *ps);
 /* The pack taking appends (or the next one to be created): it and those

@@ -112,8 +112,7 @@ int store_reopen_meta(struct store *st)
 
 int store_start(struct store *st)
 {
-    if (st->o.readonly) return -EROFS;
-    if (st->workers) return 0;
+    if (st->workers) return 0; /* a read-only store's decode ahead for readers */
     /* The queue is the write buffer: a save up to its size returns without
     ** waiting for compression; at least two blocks per worker keep them busy. */
     size_t budget = CK_MAX(st->o.buffer_bytes, 2 * (size_t)st->o.threads * st->o.block_size);

@@ -1,0 +1,475 @@
+/*
+** remote.c: the remote tier (remote.h): push a store to a bucket, and read
+** a store from one, fetching pack granules on demand into sparse local
+** copies.
+*/
+#include "remote.h"
+#include "common.h"
+#include "s3.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#define LATEST "meta/LATEST"
+#define LATEST_MAX 512
+#define FETCH_MAX_GRANULES 8 /* one GET: up to 8 MiB of missing granules */
+
+/* A pack of the bucket, and what of it is local (reads from a bucket). */
+struct rpack {
+    uint64_t size;
+    uint8_t *have; /* one byte per granule */
+    int fd, hfd;   /* the local copy and its .have; -1 until first used */
+};
+
+struct remote {
+    s3 *s;
+    /* reads: */
+    struct store *st;
+    pthread_mutex_t mu;
+    struct rpack *packs; /* by id */
+    uint32_t npacks;
+};
+
+int remote_open(const char *url, const char *endpoint, remote **out)
+{
+    remote *r = calloc(1, sizeof *r);
+    if (!r) return -ENOMEM;
+    struct s3_cfg c = {.url = url, .endpoint = endpoint};
+    int rc = s3_open(&c, &r->s);
+    if (rc < 0) {
+        free(r);
+        return rc;
+    }
+    pthread_mutex_init(&r->mu, NULL);
+    *out = r;
+    return 0;
+}
+
+void remote_close(remote *r)
+{
+    if (!r) return;
+    for (uint32_t i = 0; i < r->npacks; i++) {
+        if (r->packs[i].fd >= 0) close(r->packs[i].fd);
+        if (r->packs[i].hfd >= 0) close(r->packs[i].hfd);
+        free(r->packs[i].have);
+    }
+    free(r->packs);
+    s3_close(r->s);
+    pthread_mutex_destroy(&r->mu);
+    free(r);
+}
+
+const char *remote_url(const remote *r) { return s3_url(r->s); }
+
+static int pack_id_of(const char *name, const char *dir, uint32_t *id)
+{
+    unsigned v;
+    char tail[8];
+    size_t dl = strlen(dir);
+    if (strncmp(name, dir, dl) != 0) return 0;
+    if (sscanf(name + dl, "%8u.%7s", &v, tail) != 2 || strcmp(tail, "pack") != 0 ||
+        strlen(name + dl) != 13 || v == 0)
+        return 0;
+    *id = v;
+    return 1;
+}
+
+/* ---- the bucket's packs: sizes by id ---- */
+
+struct sizes {
+    uint64_t *v; /* v[id]; UINT64_MAX: none */
+    uint32_t n;
+};
+
+static int sizes_set(struct sizes *z, uint32_t id, uint64_t size)
+{
+    if (id >= z->n) {
+        uint32_t n = z->n ? z->n : 64;
+        while (n <= id) n *= 2;
+        uint64_t *v = realloc(z->v, n * sizeof *v);
+        if (!v) return -ENOMEM;
+        for (uint32_t i = z->n; i < n; i++) v[i] = UINT64_MAX;
+        z->v = v, z->n = n;
+    }
+    z->v[id] = size;
+    return 0;
+}
+
+static uint64_t sizes_get(const struct sizes *z, uint32_t id)
+{
+    return id < z->n ? z->v[id] : UINT64_MAX;
+}
+
+static int on_remote_pack(void *ctx, const char *key, uint64_t size)
+{
+    uint32_t id;
+    return pack_id_of(key, "packs/", &id) ? sizes_set(ctx, id, size) : 0;
+}
+
+static int list_packs(remote *r, struct sizes *z)
+{
+    return s3_list(r->s, "packs/", on_remote_pack, z);
+}
+
+static int list_local(int pdfd, struct sizes *z)
+{
+    DIR *d = fdopendir(dup(pdfd));
+    if (!d) return -errno;
+    struct dirent *e;
+    struct stat sb;
+    int rc = 0;
+    uint32_t id;
+    while (rc == 0 && (e = readdir(d)) != NULL)
+        if (pack_id_of(e->d_name, "", &id) && fstatat(pdfd, e->d_name, &sb, 0) == 0)
+            rc = sizes_set(z, id, (uint64_t)sb.st_size);
+    closedir(d);
+    return rc;
+}
+
+/* ---- push ---- */
+
+struct push {
+    remote *r;
+    remote_progress_cb cb;
+    void *ctx;
+    uint64_t base, total;
+};
+
+static void on_part(void *ctx, uint64_t done)
+{
+    struct push *p = ctx;
+    if (p->cb) p->cb(p->ctx, p->base + done, p->total);
+}
+
+static int send_pack(struct push *p, int pdfd, uint32_t id, uint64_t size)
+{
+    char name[32], key[48];
+    snprintf(name, sizeof name, "%08" PRIu32 ".pack", id);
+    snprintf(key, sizeof key, "packs/%s", name);
+    int fd = openat(pdfd, name, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -errno;
+    int rc = s3_put_fd(p->r->s, key, fd, 0, size, on_part, p);
+    close(fd);
+    p->base += size;
+    return rc;
+}
+
+static int file_hash(int fd, uint64_t *size, uint64_t *hash)
+{
+    XXH3_state_t *x = XXH3_createState();
+    uint8_t *buf = malloc(1 << 20);
+    int rc = x && buf ? 0 : -ENOMEM;
+    if (rc == 0) XXH3_64bits_reset(x);
+    uint64_t off = 0;
+    for (ssize_t n = 1; rc == 0 && n > 0; off += (uint64_t)n) {
+        n = pread(fd, buf, 1 << 20, (off_t)off);
+        if (n < 0) rc = -errno;
+        else XXH3_64bits_update(x, buf, (size_t)n);
+        if (n <= 0) break;
+    }
+    if (rc == 0) *size = off, *hash = XXH3_64bits_digest(x);
+    XXH3_freeState(x);
+    free(buf);
+    return rc;
+}
+
+/* Upload a snapshot of meta.db and point LATEST at it. */
+static int send_meta(remote *r, struct store *st)
+{
+    char tmp[64] = "remote-push.db", path[128], key[64], latest[LATEST_MAX];
+    snprintf(path, sizeof path, "/proc/self/fd/%d/%s", st->dirfd, tmp);
+    unlinkat(st->dirfd, tmp, 0);
+    int rc = fsmeta_backup(st->meta, path);
+    int fd = rc == 0 ? openat(st->dirfd, tmp, O_RDONLY | O_CLOEXEC) : -1;
+    if (rc == 0 && fd < 0) rc = -errno;
+    uint64_t size = 0, hash = 0;
+    if (rc == 0) rc = file_hash(fd, &size, &hash);
+    snprintf(key, sizeof key, "meta/%020" PRId64 ".db", ck_now_ns());
+    if (rc == 0) rc = s3_put_fd(r->s, key, fd, 0, size, NULL, NULL);
+    int n = snprintf(latest, sizeof latest,
+                     "ckptfs-remote 1\nsnapshot %s\nsize %" PRIu64 "\nxxh3 %016" PRIx64 "\n",
+                     key, size, hash);
+    if (rc == 0) rc = s3_put_buf(r->s, LATEST, latest, (size_t)n);
+    if (fd >= 0) close(fd);
+    unlinkat(st->dirfd, tmp, 0);
+    return rc;
+}
+
+/* Snapshot names in key order: the oldest first. */
+struct names {
+    char (*v)[64];
+    size_t n, cap;
+};
+
+static int on_snapshot(void *ctx, const char *key, uint64_t size)
+{
+    struct names *s = ctx;
+    (void)size;
+    if (strncmp(key, "meta/", 5) != 0 || strlen(key) != 28 || strcmp(key + 25, ".db") != 0)
+        return 0;
+    CK_TRY(ck_grow((void **)&s->v, &s->cap, s->n, sizeof *s->v));
+    snprintf(s->v[s->n++], 64, "%s", key);
+    return 0;
+}
+
+static int trim_snapshots(remote *r)
+{
+    struct names s = {0};
+    int rc = s3_list(r->s, "meta/", on_snapshot, &s);
+    for (size_t i = 0; rc == 0 && i + REMOTE_KEEP_SNAPSHOTS < s.n; i++)
+        rc = s3_delete(r->s, s.v[i]);
+    free(s.v);
+    return rc;
+}
+
+int remote_push(remote *r, struct store *st, remote_progress_cb cb, void *ctx,
+                struct remote_push_stats *out)
+{
+    struct sizes have = {0}, local = {0};
+    struct remote_push_stats z = {0};
+    struct push p = {.r = r, .cb = cb, .ctx = ctx};
+    int pdfd = openat(st->dirfd, "packs", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int rc = pdfd < 0 ? -errno : list_packs(r, &have);
+    if (rc == 0) rc = list_local(pdfd, &local);
+    for (uint32_t id = 1; rc == 0 && id < local.n; id++) {
+        uint64_t size = local.v[id];
+        if (size == UINT64_MAX) continue;
+        z.packs++, z.bytes += size;
+        if (sizes_get(&have, id) != size) p.total += size;
+    }
+    for (uint32_t id = 1; rc == 0 && id < local.n; id++) {
+        uint64_t size = local.v[id];
+        if (size == UINT64_MAX || sizes_get(&have, id) == size) continue;
+        rc = send_pack(&p, pdfd, id, size);
+        if (rc == 0) z.packs_sent++, z.bytes_sent += size;
+    }
+    if (rc == 0) rc = send_meta(r, st);
+    for (uint32_t id = 1; rc == 0 && id < have.n; id++) {
+        char key[48];
+        if (have.v[id] == UINT64_MAX || sizes_get(&local, id) != UINT64_MAX) continue;
+        snprintf(key, sizeof key, "packs/%08" PRIu32 ".pack", id);
+        rc = s3_delete(r->s, key);
+        if (rc == 0) z.packs_deleted++;
+    }
+    if (rc == 0) rc = trim_snapshots(r);
+    if (pdfd >= 0) close(pdfd);
+    free(have.v);
+    free(local.v);
+    if (out) *out = z;
+    return rc;
+}
+
+/* ---- pull ---- */
+
+struct latest {
+    char snapshot[64];
+    uint64_t size, hash;
+};
+
+static int parse_latest(const char *t, struct latest *l)
+{
+    unsigned v;
+    char hex[17];
+    if (sscanf(t, "ckptfs-remote %u\nsnapshot %63s\nsize %" SCNu64 "\nxxh3 %16s", &v,
+               l->snapshot, &l->size, hex) != 4 || v != 1 || strncmp(l->snapshot, "meta/", 5))
+        return -EIO;
+    l->hash = strtoull(hex, NULL, 16);
+    return 0;
+}
+
+static int read_latest(remote *r, struct latest *l)
+{
+    char t[LATEST_MAX + 1];
+    size_t got = 0;
+    CK_TRY(s3_get_buf(r->s, LATEST, t, LATEST_MAX, &got));
+    t[got] = 0;
+    int rc = parse_latest(t, l);
+    if (rc < 0) ck_log(CK_LOG_ERR, "%s/%s: not a snapshot pointer", s3_url(r->s), LATEST);
+    return rc;
+}
+
+/* The snapshot name store_path/remote.snapshot records ("" none). */
+static void recorded(int dfd, char *out, size_t cap)
+{
+    out[0] = 0;
+    int fd = openat(dfd, "remote.snapshot", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return;
+    ssize_t n = read(fd, out, cap - 1);
+    out[n > 0 ? n : 0] = 0;
+    close(fd);
+}
+
+static int write_small(int dfd, const char *name, const char *text)
+{
+    char tmp[80];
+    snprintf(tmp, sizeof tmp, "%s.tmp", name);
+    int fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) return -errno;
+    int rc = ck_pwrite_full(fd, text, strlen(text), 0);
+    if (rc == 0 && fsync(fd) < 0) rc = -errno;
+    close(fd);
+    if (rc == 0 && renameat(dfd, tmp, dfd, name) < 0) rc = -errno;
+    return rc;
+}
+
+static int fetch_snapshot(remote *r, int dfd, const struct latest *l)
+{
+    const char *tmp = "meta.db.remote";
+    int fd = openat(dfd, tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) return -errno;
+    uint64_t got = 0, size = 0, hash = 0;
+    int rc = s3_get_fd(r->s, l->snapshot, fd, &got);
+    if (rc == 0) rc = file_hash(fd, &size, &hash);
+    if (rc == 0 && (size != l->size || hash != l->hash)) {
+        ck_log(CK_LOG_ERR, "%s/%s: fails its hash (size %" PRIu64 ", want %" PRIu64 ")",
+               s3_url(r->s), l->snapshot, size, l->size);
+        rc = -EIO;
+    }
+    if (rc == 0 && fsync(fd) < 0) rc = -errno;
+    close(fd);
+    /* the old WAL belongs to the old database */
+    if (rc == 0) unlinkat(dfd, "meta.db-wal", 0), unlinkat(dfd, "meta.db-shm", 0);
+    if (rc == 0 && renameat(dfd, tmp, dfd, "meta.db") < 0) rc = -errno;
+    if (rc < 0) unlinkat(dfd, tmp, 0);
+    return rc;
+}
+
+int remote_pull_meta(remote *r, const char *store_path)
+{
+    if (mkdir(store_path, 0700) < 0 && errno != EEXIST) return -errno;
+    int dfd = open(store_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0) return -errno;
+    /* what a store opened read-only expects to find */
+    if ((mkdirat(dfd, "packs", 0700) < 0 && errno != EEXIST) ||
+        (mkdirat(dfd, "staging", 0700) < 0 && errno != EEXIST)) {
+        int rc = -errno;
+        close(dfd);
+        return rc;
+    }
+    struct latest l;
+    char have[80];
+    int rc = read_latest(r, &l);
+    recorded(dfd, have, sizeof have);
+    if (rc == 0 && (strcmp(have, l.snapshot) != 0 || faccessat(dfd, "meta.db", F_OK, 0) < 0)) {
+        rc = fetch_snapshot(r, dfd, &l);
+        if (rc == 0) rc = write_small(dfd, "remote.snapshot", l.snapshot);
+        if (rc == 0 && fsync(dfd) < 0) rc = -errno;
+    }
+    close(dfd);
+    return rc;
+}
+
+/* ---- reads from the bucket ---- */
+
+static int pdir(remote *r) { return r->st->packs ? pack_dirfd(r->st->packs) : -1; }
+
+/* Open (creating) the local copy of pack id and its map; caller holds mu. */
+static int local_open(remote *r, uint32_t id, struct rpack *p)
+{
+    char name[32], hname[32];
+    snprintf(name, sizeof name, "%08" PRIu32 ".pack", id);
+    snprintf(hname, sizeof hname, "%08" PRIu32 ".have", id);
+    uint64_t n = (p->size + REMOTE_GRANULE - 1) / REMOTE_GRANULE;
+    int dfd = pdir(r);
+    struct stat sb;
+    /* A copy of another size is of another pack (an id gc freed and a
+    ** later push reused): start over. */
+    if (fstatat(dfd, name, &sb, 0) == 0 && (uint64_t)sb.st_size != p->size)
+        unlinkat(dfd, name, 0), unlinkat(dfd, hname, 0);
+    p->fd = openat(dfd, name, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    p->hfd = p->fd < 0 ? -1 : openat(dfd, hname, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    p->have = calloc(n ? n : 1, 1);
+    int rc = p->fd < 0 || p->hfd < 0 ? -errno : p->have ? 0 : -ENOMEM;
+    if (rc == 0 && ftruncate(p->fd, (off_t)p->size) < 0) rc = -errno;
+    if (rc == 0 && pread(p->hfd, p->have, n, 0) < 0) rc = -errno;
+    if (rc < 0) {
+        if (p->fd >= 0) close(p->fd);
+        if (p->hfd >= 0) close(p->hfd);
+        free(p->have);
+        p->fd = p->hfd = -1;
+        p->have = NULL;
+    }
+    return rc;
+}
+
+/* The pack's entry, its local copy open; NULL when the bucket lacks it. */
+static struct rpack *rpack_get(remote *r, uint32_t id, int *rc)
+{
+    pthread_mutex_lock(&r->mu);
+    struct rpack *p = id < r->npacks && r->packs[id].size != UINT64_MAX ? &r->packs[id] : NULL;
+    *rc = p ? 0 : -EIO;
+    if (p && p->fd < 0) *rc = local_open(r, id, p);
+    pthread_mutex_unlock(&r->mu);
+    return *rc == 0 ? p : NULL;
+}
+
+/* Fetch granules [g, g + n) of pack id into its copy, synced, then mark them. */
+static int fetch(remote *r, uint32_t id, struct rpack *p, uint64_t g, uint64_t n)
+{
+    char key[48];
+    snprintf(key, sizeof key, "packs/%08" PRIu32 ".pack", id);
+    uint64_t off = g * REMOTE_GRANULE;
+    size_t len = (size_t)CK_MIN((uint64_t)n * REMOTE_GRANULE, p->size - off), got = 0;
+    uint8_t *buf = malloc(len);
+    if (!buf) return -ENOMEM;
+    int rc = s3_get_range(r->s, key, off, len, buf, &got);
+    if (rc == 0 && got != len) rc = -EIO;
+    if (rc == 0) rc = ck_pwrite_full(p->fd, buf, len, off);
+    if (rc == 0 && fdatasync(p->fd) < 0) rc = -errno;
+    free(buf);
+    if (rc < 0) return rc;
+    pthread_mutex_lock(&r->mu);
+    memset(p->have + g, 1, n);
+    rc = ck_pwrite_full(p->hfd, p->have + g, n, g);
+    pthread_mutex_unlock(&r->mu);
+    return rc;
+}
+
+static int fill(void *ctx, uint32_t id, uint64_t off, uint64_t len)
+{
+    remote *r = ctx;
+    int rc;
+    struct rpack *p = rpack_get(r, id, &rc);
+    if (!p || len == 0) return rc;
+    if (off + len > p->size) return -EIO;
+    uint64_t g = off / REMOTE_GRANULE, end = (off + len - 1) / REMOTE_GRANULE + 1;
+    while (rc == 0 && g < end) {
+        pthread_mutex_lock(&r->mu);
+        while (g < end && p->have[g]) g++;
+        uint64_t n = 0;
+        while (g + n < end && n < FETCH_MAX_GRANULES && !p->have[g + n]) n++;
+        pthread_mutex_unlock(&r->mu);
+        if (n) rc = fetch(r, id, p, g, n);
+        g += n;
+    }
+    return rc;
+}
+
+int remote_attach(remote *r, struct store *st)
+{
+    struct sizes z = {0};
+    int rc = list_packs(r, &z);
+    if (rc < 0) {
+        free(z.v);
+        return rc;
+    }
+    r->packs = calloc(z.n ? z.n : 1, sizeof *r->packs);
+    if (!r->packs) {
+        free(z.v);
+        return -ENOMEM;
+    }
+    for (uint32_t i = 0; i < z.n; i++)
+        r->packs[i] = (struct rpack){.size = z.v[i], .fd = -1, .hfd = -1};
+    r->npacks = z.n;
+    r->st = st;
+    free(z.v);
+    pack_set_source(st->packs, &(struct pack_source){.fill = fill, .ctx = r});
+    return 0;
+}

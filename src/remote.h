@@ -1,0 +1,68 @@
+/*
+** remote.h: a store's copy in an S3-compatible bucket (the remote tier).
+**
+** Objects under s3://BUCKET/PREFIX/:
+**
+**   packs/NNNNNNNN.pack   each pack file as it is on disk (pack.h); a reader
+**                         fetches the records it needs with ranged GETs
+**   meta/NNNNNNNNNNNNNNNNNNNN.db
+**                         a snapshot of meta.db (SQLite's online backup),
+**                         named by its time in ns, 20 digits; the last
+**                         REMOTE_KEEP_SNAPSHOTS are kept
+**   meta/LATEST           the snapshot to use, as text lines:
+**                           ckptfs-remote 1
+**                           snapshot meta/NNNNNNNNNNNNNNNNNNNN.db
+**                           size BYTES
+**                           xxh3 16 hex digits of XXH3-64 of the snapshot
+**
+** A push uploads in that order (packs, then the snapshot, then LATEST), so
+** LATEST never names a snapshot whose records are not all in the bucket,
+** and deletes the packs the store no longer has only after LATEST no
+** longer names them.
+**
+** A store read from a bucket keeps what it fetched in its own packs/
+** directory: NNNNNNNN.pack is a sparse file of the remote size, and
+** NNNNNNNN.have one byte per REMOTE_GRANULE of it, set once that granule's
+** bytes are in the file and synced. Records carry their own hashes
+** (pack.h), so a damaged object fails its read with EIO and is never served.
+*/
+#ifndef CKPT_REMOTE_H
+#define CKPT_REMOTE_H
+
+#include <stdint.h>
+
+#include "store.h"
+
+#define REMOTE_GRANULE (1u << 20)
+#define REMOTE_KEEP_SNAPSHOTS 3
+
+typedef struct remote remote;
+
+/* url: s3://BUCKET[/PREFIX]; endpoint: NULL for $AWS_ENDPOINT_URL (s3.h). */
+int remote_open(const char *url, const char *endpoint, remote **out);
+void remote_close(remote *r);
+const char *remote_url(const remote *r);
+
+struct remote_push_stats {
+    uint32_t packs, packs_sent, packs_deleted;
+    uint64_t bytes, bytes_sent;
+};
+/* Progress of a push: bytes sent of the total to send. */
+typedef void (*remote_progress_cb)(void *ctx, uint64_t done, uint64_t total);
+
+/* Upload every pack of st the bucket lacks (or holds at another size), a
+** snapshot of meta.db and LATEST; then drop the bucket's packs st no
+** longer has. st must be a store no daemon is appending to. */
+int remote_push(remote *r, struct store *st, remote_progress_cb cb, void *ctx,
+                struct remote_push_stats *out);
+
+/* Make store_path/meta.db the snapshot LATEST names, unless it is already
+** (store_path/remote.snapshot records which). Verified by size and hash
+** before it replaces anything. -ENOENT: the bucket holds no snapshot. */
+int remote_pull_meta(remote *r, const char *store_path);
+
+/* Serve reads of st's packs from the bucket: pack files it lacks are
+** created sparse and filled granule by granule as records are read. */
+int remote_attach(remote *r, struct store *st);
+
+#endif

@@ -1,0 +1,161 @@
+#!/bin/bash
+# t_remote.sh: a store pushed to an S3 bucket (a real one-node Ceph RADOS
+# Gateway, scripts/ceph-dev) and read back from it on a fresh store.
+#
+# A series is written through a mount (three versions of a model file, a
+# safetensors checkpoint, small files, a file deleted afterwards), then
+# `ckptctl push` copies the store to s3://BUCKET/PREFIX; a second push sends
+# nothing. The store is then mounted read-only beside an empty NEWSTORE
+# mounted with -o remote=...,ro: the live tree and every version under
+# .ckptfs/seq read the same on both, writes to the remote mount fail with
+# EROFS, and what was read is cached in NEWSTORE (sparse packs and their
+# .have maps). The original store is deleted; a second fresh NEWSTORE still
+# reads every version byte-exact from the bucket alone. A later version
+# pushed is seen by the next mount of the first NEWSTORE. Last, with the
+# pack objects damaged in the bucket, reads fail with EIO, never wrong bytes.
+#
+# The gateway: $AWS_ENDPOINT_URL and keys from the environment when set,
+# else scripts/ceph-dev starts one in /var/tmp/ckptfs-ceph (and stops it at
+# the end). Without Ceph's packages the test is skipped, except under CI,
+# where it fails.
+set -euo pipefail
+# shellcheck source=tests/lib.sh
+. "$TESTLIB"
+
+CEPH_DEV=${CEPH_DEV:-$(dirname "$TESTLIB")/../scripts/ceph-dev}
+if [ -z "${AWS_ENDPOINT_URL:-}" ]; then
+    cdir=/var/tmp/ckptfs-ceph
+    rc=0
+    "$CEPH_DEV" status "$cdir" >/dev/null 2>&1 || {
+        "$CEPH_DEV" start "$cdir" >/dev/null || rc=$?
+        [ "$rc" -ne 0 ] || on_exit "\"$CEPH_DEV\" stop $cdir >/dev/null 2>&1 || true"
+    }
+    if [ "$rc" -eq 2 ] && [ "${CI:-}" != true ]; then
+        echo "$TNAME: SKIP: no Ceph here (apt-get install ceph-mon ceph-osd ceph-mgr radosgw ceph-common)"
+        exit 77
+    fi
+    [ "$rc" -eq 0 ] || fail "scripts/ceph-dev start $cdir failed (status $rc)"
+    # shellcheck disable=SC1091
+    . "$cdir/env"
+fi
+BUCKET=${CKPTFS_TEST_BUCKET:-ckptfs}
+URL=s3://$BUCKET/t-remote-$$-$RANDOM
+export AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY AWS_ENDPOINT_URL AWS_REGION
+
+# put REL BYTES: random bytes at REL in the mount and in $REF, fsync'd.
+put()
+{
+    mkdir -p "$(dirname "$MNT/$1")" "$(dirname "$REF/$1")"
+    head -c "$2" /dev/urandom >"$REF/$1"
+    dd if="$REF/$1" of="$MNT/$1" bs=1M conv=fsync status=none
+}
+
+# step REL: change 64 KiB in the middle of REL, as a new version.
+step()
+{
+    python3 - "$REF/$1" <<'PY'
+import os, sys
+p = sys.argv[1]
+b = bytearray(open(p, "rb").read())
+m = len(b) // 2
+b[m:m + 65536] = os.urandom(65536)
+open(p, "wb").write(b)
+PY
+    dd if="$REF/$1" of="$MNT/$1" bs=1M conv=fsync status=none
+}
+
+# mount_at STORE DIR OPTS: a second mount beside $MNT, unmounted at exit.
+mount_at()
+{
+    mkdir -p "$2"
+    "$CKPTFS" "$1" "$2" -o "$3" || fail "ckptfs $1 $2 -o $3 failed"
+    on_exit "fusermount3 -u $2 2>/dev/null || true"
+    timeout 60 stat "$2" >/dev/null || fail "$2 does not answer"
+}
+
+# same_trees A B WHAT: every file under A and B has the same bytes.
+same_trees()
+{
+    diff -r --no-dereference "$1" "$2" >"$T/diff" 2>&1 || {
+        head -20 "$T/diff" >&2
+        fail "$3: $1 and $2 differ"
+    }
+}
+
+mount_fs keep_all
+put run/model.bin $((6 << 20))
+step run/model.bin
+step run/model.bin
+cp "$(dirname "$TESTLIB")/fixtures/model.safetensors" "$MNT/run/ckpt.safetensors"
+cp "$MNT/run/ckpt.safetensors" "$REF/run/ckpt.safetensors"
+for i in $(seq 1 20); do put "small/s$i" $((i * 101)); done
+put gone.bin 300000
+rm "$MNT/gone.bin" "$REF/gone.bin"
+sync "$MNT"
+umount_fs
+
+out=$("$CKPTCTL" push --remote "$URL" "$STORE") || fail "ckptctl push failed: $out"
+echo "$out" | grep -q ", [1-9][0-9]* sent" || fail "the first push sent no pack: $out"
+out=$("$CKPTCTL" push "$STORE") || fail "a second push (remote remembered) failed: $out"
+echo "$out" | grep -q ", 0 sent" || fail "a second push sent packs again: $out"
+
+NEW=$T/new
+mount_at "$STORE" "$T/local" ro
+mount_at "$NEW" "$T/remote" "remote=$URL,ro"
+same_trees "$REF" "$T/remote" "live tree from the bucket against the reference copies"
+same_trees "$T/local/.ckptfs/seq" "$T/remote/.ckptfs/seq" "every version (.ckptfs/seq)"
+[ "$(ls "$T/remote/.ckptfs/seq" | wc -l)" -ge 25 ] || fail ".ckptfs/seq of the remote mount lists too few versions"
+expect_status 1 "touch in the read-only remote mount" touch "$T/remote/new"
+err=$(touch "$T/remote/new" 2>&1 || true)
+echo "$err" | grep -q "Read-only file system" || fail "a write to the remote mount did not fail with EROFS: $err"
+ls "$NEW"/packs/*.have >/dev/null 2>&1 || fail "NEWSTORE keeps no fetched granule maps"
+fusermount3 -u "$T/local"
+fusermount3 -u "$T/remote"
+
+# The original store gone: a fresh NEWSTORE reads from the bucket alone.
+mv "$STORE" "$T/store.kept"
+mount_at "$T/new2" "$T/remote2" "remote=$URL,ro"
+same_trees "$REF" "$T/remote2" "live tree, the original store gone"
+v=$(ls "$T/remote2/.ckptfs/versions/run/model.bin" | wc -l)
+[ "$v" -eq 3 ] || fail "model.bin has $v versions from the bucket, not 3"
+fusermount3 -u "$T/remote2"
+mv "$T/store.kept" "$STORE"
+
+# A later version pushed is seen by the next mount of the same NEWSTORE.
+mount_fs keep_all
+step run/model.bin
+umount_fs
+"$CKPTCTL" push "$STORE" >/dev/null || fail "third push failed"
+mount_at "$NEW" "$T/remote" "remote=$URL,ro"
+cmp "$REF/run/model.bin" "$T/remote/run/model.bin" || fail "the remount of NEWSTORE does not show the version pushed since"
+fusermount3 -u "$T/remote"
+
+# Damaged pack objects in the bucket: EIO, never wrong bytes.
+for obj in "$STORE"/packs/*.pack; do
+    python3 - "$obj" "$T/bad.pack" <<'PY'
+import sys
+b = bytearray(open(sys.argv[1], "rb").read())
+for i in range(4096, len(b), 65536):
+    b[i] ^= 0xFF
+open(sys.argv[2], "wb").write(b)
+PY
+    curl -sf --aws-sigv4 "aws:amz:${AWS_REGION:-us-east-1}:s3" \
+        --user "$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY" \
+        -H "x-amz-content-sha256: UNSIGNED-PAYLOAD" -T "$T/bad.pack" \
+        "$AWS_ENDPOINT_URL/${URL#s3://}/packs/$(basename "$obj")" ||
+        fail "cannot damage the pack object $(basename "$obj")"
+done
+mount_at "$T/new3" "$T/remote3" "remote=$URL,ro"
+bad=0
+for f in "$REF"/run/* ; do
+    rel=${f#"$REF"/}
+    if ! cat "$T/remote3/$rel" >"$T/out" 2>"$T/err"; then
+        grep -q "Input/output error" "$T/err" || fail "a damaged record failed without EIO: $(cat "$T/err")"
+        bad=$((bad + 1))
+    else
+        cmp -s "$T/out" "$f" || fail "$rel read wrong bytes from a damaged pack object"
+    fi
+done
+[ "$bad" -ge 1 ] || fail "no read failed after the pack object was damaged"
+fusermount3 -u "$T/remote3"
+log "pass"
