@@ -24,12 +24,13 @@
 #define BG_QUIET_NS (30 * 1000000000LL)
 #define BG_QUIET_THRESHOLD 0.9
 
-/* A reclaim asked for by bg_gc, waiting for the thread. */
+/* Work asked for by bg_gc or bg_push, waiting for the thread. */
 struct req {
-    const struct gc_opts *o;
-    gc_progress_cb cb;
+    const struct gc_opts *o; /* NULL: a push */
+    gc_progress_cb cb;       /* remote_progress_cb has the same shape */
     void *ctx;
     struct gc_stats *out;
+    struct remote_push_stats *pushed;
     int rc, done;
 };
 
@@ -44,8 +45,9 @@ struct bg {
     int64_t gc_until;  /* reclaim at each interval until then ... */
     int64_t changed_at; /* when something last made garbage */
     int gc_busy;       /* ... or while the last run still found work */
-    time_t next_retain, next_gc, next_backup;
+    time_t next_retain, next_gc, next_backup, next_upload, next_lease;
     uint64_t backup_seq; /* last change when meta.db was last copied */
+    uint64_t upload_seq, upload_dv; /* change and data version at the last upload */
     struct req *req;
     pthread_t thread;
     pthread_mutex_t mu;
@@ -153,12 +155,35 @@ static void gc_once(struct bg *b)
                (unsigned long long)s.packs_rewritten, (unsigned long long)s.rebased);
 }
 
+/* Upload what changed since the last upload (any, when forced). */
+static int upload(struct bg *b, int force, remote_progress_cb cb, void *ctx,
+                  struct remote_push_stats *out)
+{
+    uint64_t seq = 0, dv = 0;
+    if (!b->o.remote) return -EDESTADDRREQ;
+    fsmeta_seq_last(b->st->meta, &seq);
+    fsmeta_data_version(b->st->meta, &dv);
+    if (!force && seq == b->upload_seq && dv == b->upload_dv) return 0;
+    struct remote_push_stats z;
+    int rc = remote_push(b->o.remote, b->st, 1, cb, ctx, out ? out : &z);
+    if (rc < 0)
+        ck_log(CK_LOG_WARN, "upload to %s failed (%s); retrying later",
+               remote_url(b->o.remote), strerror(-rc));
+    else
+        b->upload_seq = seq, b->upload_dv = dv;
+    return rc;
+}
+
 static void serve_request(struct bg *b)
 {
     struct req *r = b->req;
-    struct gc_opts g = *r->o;
-    g.stop = &b->stop;
-    r->rc = gc_run(b->st, &g, r->cb, r->ctx, r->out);
+    if (r->o) {
+        struct gc_opts g = *r->o;
+        g.stop = &b->stop;
+        r->rc = gc_run(b->st, &g, r->cb, r->ctx, r->out);
+    } else {
+        r->rc = upload(b, 1, r->cb, r->ctx, r->pushed);
+    }
     pthread_mutex_lock(&b->mu);
     r->done = 1;
     b->req = NULL;
@@ -193,6 +218,15 @@ static int tick(struct bg *b)
     if (b->o.backup_interval && now >= b->next_backup) {
         backup_once(b);
         b->next_backup = time(NULL) + b->o.backup_interval;
+    }
+    if (b->o.remote && now >= b->next_lease) {
+        if (remote_lease_renew(b->o.remote) < 0)
+            ck_log(CK_LOG_WARN, "cannot renew the lease of %s", remote_url(b->o.remote));
+        b->next_lease = time(NULL) + REMOTE_LEASE_NS / 4000000000LL;
+    }
+    if (b->o.remote && now >= b->next_upload) {
+        upload(b, 0, NULL, NULL, NULL);
+        b->next_upload = time(NULL) + b->o.upload_interval;
     }
     return more;
 }
@@ -235,6 +269,11 @@ int bg_start(struct store *st, const struct bg_opts *o, bg_changed_fn changed, v
     *b = (struct bg){.st = st, .o = *o, .changed = changed, .ctx = ctx};
     b->next_retain = time(NULL) + o->prune_interval;
     b->next_backup = time(NULL) + o->backup_interval;
+    b->next_upload = time(NULL) + o->upload_interval;
+    /* The lease names this process: the daemon, once forked. */
+    if (o->remote && remote_lease_renew(o->remote) < 0)
+        ck_log(CK_LOG_WARN, "cannot renew the lease of %s", remote_url(o->remote));
+    b->next_lease = time(NULL) + REMOTE_LEASE_NS / 4000000000LL;
     gc_due(b); /* a previous mount may have left garbage */
     pthread_mutex_init(&b->mu, NULL);
     pthread_cond_init(&b->cv, NULL);
@@ -257,15 +296,17 @@ void bg_stop(bg *b)
     pthread_mutex_unlock(&b->mu);
     pthread_join(b->thread, NULL);
     retain_once(b);
+    if (b->o.remote) upload(b, 0, NULL, NULL, NULL); /* what was written last */
+    if (b->o.remote) remote_lease_drop(b->o.remote);
     pthread_mutex_destroy(&b->mu);
     pthread_cond_destroy(&b->cv);
     pthread_cond_destroy(&b->done_cv);
     free(b);
 }
 
-int bg_gc(bg *b, const struct gc_opts *o, gc_progress_cb cb, void *ctx, struct gc_stats *out)
+static int ask(struct bg *b, struct req *rq)
 {
-    struct req r = {.o = o, .cb = cb, .ctx = ctx, .out = out};
+    struct req r = *rq;
     pthread_mutex_lock(&b->mu);
     while (b->req && !b->stop) pthread_cond_wait(&b->done_cv, &b->mu); /* one at a time */
     if (b->stop) {
@@ -277,4 +318,15 @@ int bg_gc(bg *b, const struct gc_opts *o, gc_progress_cb cb, void *ctx, struct g
     while (!r.done) pthread_cond_wait(&b->done_cv, &b->mu);
     pthread_mutex_unlock(&b->mu);
     return r.rc;
+}
+
+int bg_gc(bg *b, const struct gc_opts *o, gc_progress_cb cb, void *ctx, struct gc_stats *out)
+{
+    return ask(b, &(struct req){.o = o, .cb = cb, .ctx = ctx, .out = out});
+}
+
+int bg_push(bg *b, remote_progress_cb cb, void *ctx, struct remote_push_stats *out)
+{
+    if (!b->o.remote) return -EDESTADDRREQ;
+    return ask(b, &(struct req){.cb = cb, .ctx = ctx, .pushed = out});
 }

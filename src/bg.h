@@ -12,7 +12,10 @@
 **     the store has been quiet for 30 s, more thoroughly (packs up to 90%
 **     live rewritten);
 **   - a reclaim asked for now (bg_gc: ckptctl gc through ctl.h);
-**   - a copy of meta.db every backup interval, if anything changed.
+**   - a copy of meta.db every backup interval, if anything changed;
+**   - with a remote (remote.h), an upload every upload interval, if
+**     anything changed, and one asked for now (bg_push: ckptctl push);
+**     a last one when it stops.
 **
 ** One thread keeps gc, the recoder and the reverse deltas, which all move
 ** records, apart. It runs at the workers' nice value: history comes after
@@ -23,6 +26,7 @@
 
 #include "gc.h"
 #include "history.h"
+#include "remote.h"
 #include "store.h"
 
 struct bg_opts {
@@ -33,6 +37,8 @@ struct bg_opts {
     double gc_threshold;      /* compact packs whose live share is below this */
     unsigned backup_interval; /* seconds between copies of meta.db (store.h
                                  store_backup_meta), when it changed; 0: never */
+    remote *remote;           /* NULL: none */
+    unsigned upload_interval; /* seconds between uploads, when something changed */
 };
 
 #define BG_BACKUPS_KEPT 3
@@ -50,5 +56,8 @@ void bg_stop(bg *b);
 /* Run gc now on the background thread and wait for it; cb (may be NULL) is
 ** called from that thread. -ESHUTDOWN if the daemon is stopping. */
 int bg_gc(bg *b, const struct gc_opts *o, gc_progress_cb cb, void *ctx, struct gc_stats *out);
+/* Upload to the remote now (remote_push), likewise; -EDESTADDRREQ when the
+** mount has no remote. */
+int bg_push(bg *b, remote_progress_cb cb, void *ctx, struct remote_push_stats *out);
 
 #endif

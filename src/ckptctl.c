@@ -92,13 +92,14 @@ static const char usage_text[] =
     "         a snapshot of the metadata; packs the store no longer has are then\n"
     "         deleted there. The remote is remembered for the next push.\n"
     "         Credentials: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY; endpoint:\n"
-    "         AWS_ENDPOINT_URL or --endpoint; the store must not be mounted\n\n"
+    "         AWS_ENDPOINT_URL or --endpoint. Beside a mount with -o remote=,\n"
+    "         its daemon uploads to its remote and this waits\n\n"
     "options:\n"
     "  -h, --help      this help (also after a command)\n"
     "  -V, --version   print the version\n\n"
     "exit status: 0 success, 1 failure, 2 usage error, 3 problems found\n"
     "(verify, fsck), 4 store mounted (fsck --repair, import, recode,\n"
-    "rebuild, push need it not)\n";
+    "rebuild need it not)\n";
 
 struct opts {
     int json, files, repair, dry_run;
@@ -627,6 +628,38 @@ static void push_progress(void *ctx, uint64_t done, uint64_t total)
     progress("push: bytes", done, total);
 }
 
+static void print_push(const struct opts *o, const char *url, const struct remote_push_stats *z,
+                       const char *where)
+{
+    if (o->json)
+        printf("{\"remote\": \"%s\", \"packs\": %u, \"packs_sent\": %u, \"packs_deleted\": %u, "
+               "\"bytes\": %llu, \"bytes_sent\": %llu, \"online\": %s}\n", url, z->packs,
+               z->packs_sent, z->packs_deleted, U(z->bytes), U(z->bytes_sent),
+               where ? "true" : "false");
+    else
+        printf("push%s: %s: %u packs (%llu bytes), %u sent (%llu bytes), %u deleted there; "
+               "metadata snapshot uploaded\n", where ? where : "", url, z->packs, U(z->bytes),
+               z->packs_sent, U(z->bytes_sent), z->packs_deleted);
+}
+
+/* push beside a mount: its daemon uploads to its remote (ctl.h). EX_BUSY
+** with nothing printed when no daemon answers. */
+static int push_mounted(const char *path, const struct opts *o)
+{
+    int dfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0) return EX_BUSY;
+    struct remote_push_stats z;
+    int rc = ctl_push(dfd, push_progress, NULL, &z);
+    close(dfd);
+    if (rc == -ECONNREFUSED || rc == -ENOENT) return EX_BUSY;
+    if (rc == -EDESTADDRREQ)
+        return fail(EX_FAIL, "push: the mount of %s has no remote (mount it with -o "
+                    "remote=s3://BUCKET/PREFIX)", path);
+    if (rc < 0) return fail(EX_FAIL, "push: the mount's daemon: %s", strerror(-rc));
+    print_push(o, "its remote", &z, " (by the mount)");
+    return EX_OK;
+}
+
 static int cmd_push(struct store *st, const struct opts *o)
 {
     char url[1024];
@@ -637,16 +670,9 @@ static int cmd_push(struct store *st, const struct opts *o)
     int rc = remote_open(url, o->endpoint, &r);
     if (rc < 0) return rc;
     struct remote_push_stats z;
-    rc = remote_push(r, st, push_progress, NULL, &z);
+    rc = remote_push(r, st, 0, push_progress, NULL, &z);
     if (rc == 0) rc = fsmeta_config_set(st->meta, "remote", url);
-    if (rc == 0 && o->json)
-        printf("{\"remote\": \"%s\", \"packs\": %u, \"packs_sent\": %u, \"packs_deleted\": %u, "
-               "\"bytes\": %llu, \"bytes_sent\": %llu}\n", remote_url(r), z.packs, z.packs_sent,
-               z.packs_deleted, U(z.bytes), U(z.bytes_sent));
-    else if (rc == 0)
-        printf("push: %s: %u packs (%llu bytes), %u sent (%llu bytes), %u deleted there; "
-               "metadata snapshot uploaded\n", remote_url(r), z.packs, U(z.bytes), z.packs_sent,
-               U(z.bytes_sent), z.packs_deleted);
+    if (rc == 0) print_push(o, remote_url(r), &z, NULL);
     remote_close(r);
     return rc;
 }
@@ -752,7 +778,7 @@ static int busy(const char *path, const char *cmd)
                                    "works beside the mount)"
         : !strcmp(cmd, "gc")     ? "its daemon did not answer on STORE/" CTL_SOCKET
         : !strcmp(cmd, "rebuild") ? "unmount it first (a mount's metadata is in use)"
-        : !strcmp(cmd, "push")   ? "unmount it first (a mount does not upload yet)"
+        : !strcmp(cmd, "push")   ? "its daemon did not answer on STORE/" CTL_SOCKET
                                  : "unmount it first";
     return fail(EX_BUSY, "store %s is mounted (its lock is held); %s", path, hint);
 }
@@ -824,6 +850,7 @@ int main(int argc, char **argv)
     int create = !strcmp(c->name, "import") || !strcmp(c->name, "rebuild");
     if (access != EXCL) settle_mount(argv[optind]);
     if (!strcmp(c->name, "gc") && (rc = gc_mounted(argv[optind], &o)) != EX_BUSY) return rc;
+    if (!strcmp(c->name, "push") && (rc = push_mounted(argv[optind], &o)) != EX_BUSY) return rc;
     if ((rc = open_store(argv[optind], c->name, access, create, &st)) != EX_OK) return rc;
     char *args[2] = {nargs > 0 ? argv[optind + 1] : NULL, nargs > 1 ? argv[optind + 2] : NULL};
     rc = run(c, st, &o, args);

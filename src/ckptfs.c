@@ -43,7 +43,7 @@
 /* Numeric options, range-checked from one table (num_opts). */
 enum { N_THREADS, N_CACHE, N_BUFFER, N_NICE, N_RESERVE, N_BLOCK, N_BEHIND, N_GROUPS,
        N_READAHEAD, N_DIRECT, N_KEEP_LAST, N_KEEP_EVERY, N_PRUNE, N_GC, N_BACKUP, N_SPILL,
-       N_COUNT };
+       N_UPLOAD, N_COUNT };
 
 static const struct num_opt {
     const char *name;
@@ -65,6 +65,7 @@ static const struct num_opt {
     [N_GC] = {"gc_interval", 0, 31536000},
     [N_BACKUP] = {"backup_interval", 0, 31536000},
     [N_SPILL] = {"spill", 0, 1},
+    [N_UPLOAD] = {"upload_interval", 1, 86400},
 };
 
 struct cli {
@@ -97,6 +98,7 @@ static const struct fuse_opt cli_opts[] = {
     FUSE_OPT_KEY("gc_interval=", KEY_NUM),
     FUSE_OPT_KEY("backup_interval=", KEY_NUM),
     FUSE_OPT_KEY("spill=", KEY_NUM),
+    FUSE_OPT_KEY("upload_interval=", KEY_NUM),
     OPT("attr_timeout=%lf", timeout),
     OPT("keep_within=%s", keep_within),
     OPT("keep_all", keep_all),
@@ -181,12 +183,16 @@ static void usage(const char *prog)
            "                         EROFS; nothing in STORE is written (no\n"
            "                         retention, gc or re-encoding)\n"
            "    -o remote=s3://BUCKET/PREFIX\n"
-           "                         serve a store pushed there (ckptctl push),\n"
-           "                         with ro: STORE (empty or an earlier copy)\n"
-           "                         gets the latest metadata snapshot, and\n"
-           "                         records are fetched on demand and kept in it.\n"
+           "                         tier the store to an S3 bucket: its packs and\n"
+           "                         metadata snapshots are uploaded behind the\n"
+           "                         writers. With ro: serve a store pushed there;\n"
+           "                         STORE (empty or an earlier copy) gets the\n"
+           "                         latest metadata snapshot, and records are\n"
+           "                         fetched on demand and kept in it.\n"
            "                         Credentials: AWS_ACCESS_KEY_ID,\n"
            "                         AWS_SECRET_ACCESS_KEY, AWS_REGION\n"
+           "    -o upload_interval=S with remote: upload what changed every S\n"
+           "                         seconds (default 30), and at unmount\n"
            "    -o endpoint=URL      the S3 endpoint (default $AWS_ENDPOINT_URL,\n"
            "                         else AWS)\n"
            "    -o verbose           log commits and recovery\n\n"
@@ -245,6 +251,12 @@ static int ctl_gc_request(void *ctx, const struct gc_opts *o, gc_progress_cb cb,
     return bg_gc(ctx, o, cb, cbctx, out);
 }
 
+static int ctl_push_request(void *ctx, remote_progress_cb cb, void *cbctx,
+                            struct remote_push_stats *out)
+{
+    return bg_push(ctx, cb, cbctx, out);
+}
+
 /* The background thread and the control socket (after daemonizing: threads
 ** do not survive the fork). */
 /* Commits the packs hold and meta.db lost come back before anything is
@@ -268,7 +280,8 @@ static void start_helpers(struct store *st, struct fs *fs, const struct bg_opts 
 {
     int rc = bg_start(st, bo, recode_changed, fs, b);
     if (rc < 0) ck_log(CK_LOG_ERR, "cannot start background work: %s", strerror(-rc));
-    if (rc == 0 && (rc = ctl_start(st->dirfd, ctl_gc_request, *b, c)) < 0)
+    struct ctl_handlers h = {.gc = ctl_gc_request, .push = ctl_push_request, .ctx = *b};
+    if (rc == 0 && (rc = ctl_start(st->dirfd, &h, c)) < 0)
         ck_log(CK_LOG_WARN, "no control socket (ckptctl gc will not reach this mount): %s",
                strerror(-rc));
 }
@@ -370,19 +383,31 @@ static int open_store(const char *path, const struct store_opts *so, struct stor
     return rc;
 }
 
-/* A store read from a bucket: its latest metadata snapshot into STORE
-** before the store opens. Writing mounts do not upload yet: refused. */
+/* The store's bucket. Read-only: its latest metadata snapshot into STORE
+** before the store opens. */
 static int open_remote(const struct cli *c, remote **out)
 {
-    if (!c->ro) {
-        fprintf(stderr, "ckptfs: remote=: only read-only mounts of a bucket (-o ro) are "
-                "supported; copy a store there with ckptctl push\n");
-        return -EINVAL;
-    }
     int rc = remote_open(c->remote, c->endpoint, out);
-    if (rc == 0 && (rc = remote_pull_meta(*out, c->store)) < 0)
+    if (rc == 0 && c->ro && (rc = remote_pull_meta(*out, c->store)) < 0)
         fprintf(stderr, "ckptfs: %s: cannot fetch its metadata: %s\n", c->remote,
                 rc == -ENOENT ? "nothing pushed there yet" : strerror(-rc));
+    return rc;
+}
+
+/* A writing mount of a remote: the prefix's lease, and the remote
+** remembered in the store (ckptctl push's default). */
+static int take_lease(remote *rem, const struct cli *c, struct store *st)
+{
+    char real[PATH_MAX], who[512];
+    int rc = realpath(c->store, real) ? remote_lease_take(rem, real, who, sizeof who) : -errno;
+    if (rc == -EBUSY)
+        fprintf(stderr, "ckptfs: %s is written by another mount: %s (one writer per "
+                "prefix; read it with -o ro)\n", c->remote, who);
+    else if (rc < 0)
+        fprintf(stderr, "ckptfs: %s: cannot take its lease: %s\n", c->remote, strerror(-rc));
+    if (rc == 0 && (rc = remote_claim(rem, st)) < 0) remote_lease_drop(rem); /* said */
+    if (rc == 0 && (rc = fsmeta_config_set(st->meta, "remote", c->remote)) < 0)
+        fprintf(stderr, "ckptfs: cannot record the remote: %s\n", strerror(-rc));
     return rc;
 }
 
@@ -482,12 +507,22 @@ int main(int argc, char **argv)
                     .ra_kib = GIVEN(N_READAHEAD) ? (unsigned long)NUM(N_READAHEAD) : 1024};
     struct vfs_opts vo = {.direct_writes = !GIVEN(N_DIRECT) || NUM(N_DIRECT) != 0};
     so.readonly = cli.ro;
+    char snap[PATH_MAX];
+    snprintf(snap, sizeof snap, "%s/remote.snapshot", cli.store);
+    if (!cli.ro && access(snap, F_OK) == 0) {
+        fprintf(stderr, "ckptfs: %s is a read-only copy of a bucket (it holds only what was "
+                "read): mount it with -o ro\n", cli.store);
+        return 1;
+    }
     remote *rem = NULL;
     if (cli.remote && open_remote(&cli, &rem) < 0) return 1;
     struct store *st;
     int rc = open_store(cli.store, &so, &st);
-    if (rc == 0 && rem && (rc = remote_attach(rem, st)) < 0)
+    if (rc == 0 && rem && cli.ro && (rc = remote_attach(rem, st)) < 0)
         fprintf(stderr, "ckptfs: %s: cannot list its packs: %s\n", cli.remote, strerror(-rc));
+    if (rc == 0 && rem && !cli.ro) rc = take_lease(rem, &cli, st);
+    keep.remote = cli.ro ? NULL : rem;
+    keep.upload_interval = GIVEN(N_UPLOAD) ? (unsigned)NUM(N_UPLOAD) : 30;
     if (rc < 0) return 1;
     if (vfs_create(st, &vo, &fs.v) < 0) return 1;
     name_mount(&args, cli.store);

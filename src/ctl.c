@@ -19,8 +19,7 @@
 
 struct ctl {
     int dirfd, lfd, wake[2];
-    ctl_gc_fn gc;
-    void *ctx;
+    struct ctl_handlers h;
     pthread_t thread;
 };
 
@@ -73,12 +72,29 @@ static void progress_line(void *ctx, uint64_t done, uint64_t total)
     send_line(*(int *)ctx, line); /* a client that left only misses it */
 }
 
+static void serve_push(struct ctl *c, int fd)
+{
+    char line[CTL_LINE];
+    struct remote_push_stats z = {0};
+    int rc = c->h.push(c->h.ctx, progress_line, &fd, &z);
+    if (rc == 0)
+        snprintf(line, sizeof line, "ok %u %u %u %llu %llu\n", z.packs, z.packs_sent,
+                 z.packs_deleted, (unsigned long long)z.bytes, (unsigned long long)z.bytes_sent);
+    else
+        snprintf(line, sizeof line, "error %d\n", -rc);
+    send_line(fd, line);
+}
+
 static void serve_one(struct ctl *c, int fd)
 {
     char line[CTL_LINE];
     long long grace;
     unsigned permille;
     int rebase, rc = recv_line(fd, line, sizeof line);
+    if (rc == 0 && strcmp(line, "push") == 0) {
+        serve_push(c, fd);
+        return;
+    }
     if (rc == 0 && (sscanf(line, "gc %lld %u %d", &grace, &permille, &rebase) != 3 ||
                     grace < 0 || permille > 1000))
         rc = -EINVAL;
@@ -86,7 +102,7 @@ static void serve_one(struct ctl *c, int fd)
     if (rc == 0) {
         struct gc_opts o = {.grace_ns = grace, .threshold = permille / 1000.0,
                             .rebase = rebase != 0};
-        rc = c->gc(c->ctx, &o, progress_line, &fd, &s);
+        rc = c->h.gc(c->h.ctx, &o, progress_line, &fd, &s);
     }
     if (rc == 0)
         snprintf(line, sizeof line, "ok %llu %llu %llu %llu %llu %llu %llu %llu\n",
@@ -115,11 +131,11 @@ static void *ctl_main(void *arg)
     return NULL;
 }
 
-int ctl_start(int dirfd, ctl_gc_fn gc, void *ctx, ctl **out)
+int ctl_start(int dirfd, const struct ctl_handlers *h, ctl **out)
 {
     struct ctl *c = calloc(1, sizeof *c);
     if (!c) return -ENOMEM;
-    *c = (struct ctl){.dirfd = dirfd, .lfd = -1, .wake = {-1, -1}, .gc = gc, .ctx = ctx};
+    *c = (struct ctl){.dirfd = dirfd, .lfd = -1, .wake = {-1, -1}, .h = *h};
     struct sockaddr_un a;
     ctl_addr(dirfd, &a);
     unlinkat(dirfd, CTL_SOCKET, 0); /* left by a daemon that died: the lock is ours */
@@ -170,23 +186,46 @@ static int parse_reply(const char *line, struct gc_stats *s)
     return 0;
 }
 
-int ctl_gc(int dirfd, const struct gc_opts *o, gc_progress_cb cb, void *ctx,
-           struct gc_stats *out)
+/* Send one request line, relay progress lines to cb, leave the final
+** line in line. */
+static int request(int dirfd, const char *req, gc_progress_cb cb, void *ctx, char *line)
 {
     struct sockaddr_un a;
     ctl_addr(dirfd, &a);
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) return -errno;
-    char line[CTL_LINE];
     int rc = connect(fd, (struct sockaddr *)&a, sizeof a) < 0 ? -errno : 0;
-    snprintf(line, sizeof line, "gc %lld %u %d\n", (long long)o->grace_ns,
-             (unsigned)(o->threshold * 1000 + 0.5), o->rebase);
-    if (rc == 0) rc = send_line(fd, line);
-    while (rc == 0 && (rc = recv_line(fd, line, sizeof line)) == 0) {
+    if (rc == 0) rc = send_line(fd, req);
+    while (rc == 0 && (rc = recv_line(fd, line, CTL_LINE)) == 0) {
         unsigned long long done, total;
         if (sscanf(line, "progress %llu %llu", &done, &total) != 2) break;
         if (cb) cb(ctx, done, total);
     }
     close(fd);
+    return rc;
+}
+
+int ctl_gc(int dirfd, const struct gc_opts *o, gc_progress_cb cb, void *ctx,
+           struct gc_stats *out)
+{
+    char req[CTL_LINE], line[CTL_LINE];
+    snprintf(req, sizeof req, "gc %lld %u %d\n", (long long)o->grace_ns,
+             (unsigned)(o->threshold * 1000 + 0.5), o->rebase);
+    int rc = request(dirfd, req, cb, ctx, line);
     return rc < 0 ? rc : parse_reply(line, out);
+}
+
+int ctl_push(int dirfd, remote_progress_cb cb, void *ctx, struct remote_push_stats *out)
+{
+    char line[CTL_LINE];
+    int rc = request(dirfd, "push\n", cb, ctx, line), err;
+    unsigned long long v[5];
+    if (rc < 0) return rc;
+    if (sscanf(line, "error %d", &err) == 1) return err > 0 ? -err : -EIO;
+    if (sscanf(line, "ok %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4]) != 5)
+        return -EPROTO;
+    *out = (struct remote_push_stats){.packs = (uint32_t)v[0], .packs_sent = (uint32_t)v[1],
+                                      .packs_deleted = (uint32_t)v[2], .bytes = v[3],
+                                      .bytes_sent = v[4]};
+    return 0;
 }

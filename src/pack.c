@@ -42,6 +42,8 @@ struct packset {
     int *fds;          /* fds[id], -1 when not open */
     int *dfds;         /* O_DIRECT ones: -1 not open, -2 unsupported, -3 - fd refused */
     uint8_t *dirty;    /* dirty[id]: appended to since its last pack_sync */
+    uint32_t *busy;    /* busy[id]: appends reserved in it and not yet written */
+    pthread_cond_t idle_cv; /* a busy count fell to 0 */
     uint64_t direct;   /* records read with them */
     uint64_t direct_writes; /* records written with them */
     uint32_t nfds;
@@ -97,6 +99,7 @@ int pack_open(const char *dir, const struct pack_opts *o, packset **out)
     ps->o = *o;
     pthread_mutex_init(&ps->mu, NULL);
     pthread_rwlock_init(&ps->rl, NULL);
+    pthread_cond_init(&ps->idle_cv, NULL);
     DIR *d = fdopendir(dup(dfd));
     if (d) {
         struct dirent *e;
@@ -131,6 +134,8 @@ void pack_close(packset *ps)
     free(ps->fds);
     free(ps->dfds);
     free(ps->dirty);
+    free(ps->busy);
+    pthread_cond_destroy(&ps->idle_cv);
     close(ps->dirfd);
     pthread_mutex_destroy(&ps->mu);
     pthread_rwlock_destroy(&ps->rl);
@@ -171,9 +176,11 @@ static int *fd_slot(packset *ps, uint32_t id)
         int *d = f ? realloc(ps->dfds, n * sizeof *d) : NULL;
         if (d) ps->dfds = d;
         uint8_t *y = d ? realloc(ps->dirty, n) : NULL;
-        if (!y) return NULL;
-        ps->dirty = y;
-        for (uint32_t i = ps->nfds; i < n; i++) f[i] = d[i] = -1, y[i] = 0;
+        if (y) ps->dirty = y;
+        uint32_t *b = y ? realloc(ps->busy, n * sizeof *b) : NULL;
+        if (!b) return NULL;
+        ps->busy = b;
+        for (uint32_t i = ps->nfds; i < n; i++) f[i] = d[i] = -1, y[i] = 0, b[i] = 0;
         ps->nfds = n;
     }
     return &ps->fds[id];
@@ -336,21 +343,50 @@ static int reserve(packset *ps, uint64_t len, uint64_t align, uint64_t keep, int
     *at = ps->cur_end + pad;
     *fd = rc == 0 ? ps->fds[*id] : -1;
     if (rc == 0) rc = have_space(*fd, pad + len, keep);
-    if (rc == 0) ps->cur_end = *at + len;
+    if (rc == 0) ps->cur_end = *at + len, ps->busy[*id]++;
     pthread_mutex_unlock(&ps->mu);
     return rc;
 }
+
+/* The append reserve() counted in pack id is written (or failed). */
+static int written(packset *ps, uint32_t id, int rc)
+{
+    pthread_mutex_lock(&ps->mu);
+    if (--ps->busy[id] == 0) pthread_cond_broadcast(&ps->idle_cv);
+    pthread_mutex_unlock(&ps->mu);
+    return rc;
+}
+
+uint32_t pack_seal_wait(packset *ps)
+{
+    pthread_mutex_lock(&ps->mu);
+    uint32_t id = ps->cur ? ps->cur : ps->max_id;
+    ps->cur = 0;
+    while (id && id < ps->nfds && ps->busy[id]) pthread_cond_wait(&ps->idle_cv, &ps->mu);
+    pthread_mutex_unlock(&ps->mu);
+    return id;
+}
+
+static int put_frame(packset *ps, const struct pack_rec *r, uint8_t *frame, int fd,
+                     uint32_t id, uint64_t at, uint32_t *pack_id, uint64_t *off);
 
 int pack_append_frame(packset *ps, const struct pack_rec *r, uint8_t *frame,
                       uint32_t *pack_id, uint64_t *off)
 {
     if (r->stored_len < PACK_DIRECT_MIN || ps->o.readonly)
         return pack_append(ps, r, frame + PACK_REC_HDR, pack_id, off);
-    size_t len = PACK_REC_HDR + (size_t)r->stored_len, span = PACK_FRAME_CAP(r->stored_len);
+    size_t span = PACK_FRAME_CAP(r->stored_len);
     int fd;
     uint32_t id;
     uint64_t at;
     CK_TRY(reserve(ps, span, PACK_FRAME_ALIGN, ps->o.reserve_bytes, &fd, &id, &at));
+    return written(ps, id, put_frame(ps, r, frame, fd, id, at, pack_id, off));
+}
+
+static int put_frame(packset *ps, const struct pack_rec *r, uint8_t *frame, int fd,
+                     uint32_t id, uint64_t at, uint32_t *pack_id, uint64_t *off)
+{
+    size_t len = PACK_REC_HDR + (size_t)r->stored_len, span = PACK_FRAME_CAP(r->stored_len);
     pack_rec_encode(r, frame);
     memset(frame + len, 0, span - len);
     int dfd = get_dfd(ps, id);
@@ -376,6 +412,9 @@ int pack_append(packset *ps, const struct pack_rec *r, const void *stored,
     return pack_append_keep(ps, r, stored, ps->o.reserve_bytes, pack_id, off);
 }
 
+static int put_rec(packset *ps, const struct pack_rec *r, const void *stored, int fd,
+                   uint32_t id, uint64_t at, uint32_t *pack_id, uint64_t *off);
+
 int pack_append_keep(packset *ps, const struct pack_rec *r, const void *stored,
                      uint64_t keep, uint32_t *pack_id, uint64_t *off)
 {
@@ -385,7 +424,13 @@ int pack_append_keep(packset *ps, const struct pack_rec *r, const void *stored,
     uint32_t id;
     uint64_t at;
     CK_TRY(reserve(ps, len, 1, keep, &fd, &id, &at));
+    return written(ps, id, put_rec(ps, r, stored, fd, id, at, pack_id, off));
+}
 
+static int put_rec(packset *ps, const struct pack_rec *r, const void *stored, int fd,
+                   uint32_t id, uint64_t at, uint32_t *pack_id, uint64_t *off)
+{
+    uint64_t len = PACK_REC_HDR + (uint64_t)r->stored_len;
     uint8_t h[PACK_REC_HDR];
     pack_rec_encode(r, h);
     struct iovec iov[2] = {{h, sizeof h}, {(void *)stored, r->stored_len}};

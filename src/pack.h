@@ -177,6 +177,10 @@ uint32_t pack_max_id(packset *ps);
 uint32_t pack_limit(packset *ps);
 /* Close the pack taking appends to them: the next one starts a new pack. */
 void pack_seal(packset *ps);
+/* pack_seal, then wait until every append reserved in the pack it closed
+** is written: that pack and all below it are final. Returns its id (the
+** highest present when none was taking appends; 0 when there is none). */
+uint32_t pack_seal_wait(packset *ps);
 int pack_size(packset *ps, uint32_t pack_id, uint64_t *size);
 
 #endif

@@ -13,6 +13,8 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -30,6 +32,7 @@ struct rpack {
 
 struct remote {
     s3 *s;
+    char lease_store[4096]; /* the store holding the lease ("" none) */
     /* reads: */
     struct store *st;
     pthread_mutex_t mu;
@@ -180,26 +183,35 @@ static int file_hash(int fd, uint64_t *size, uint64_t *hash)
     return rc;
 }
 
-/* Upload a snapshot of meta.db and point LATEST at it. */
-static int send_meta(remote *r, struct store *st)
+/* A snapshot of meta.db: STORE/remote-push.db, its size and hash. */
+struct snap {
+    int fd;
+    uint64_t size, hash;
+};
+
+static int take_snapshot(struct store *st, struct snap *sn)
 {
-    char tmp[64] = "remote-push.db", path[128], key[64], latest[LATEST_MAX];
-    snprintf(path, sizeof path, "/proc/self/fd/%d/%s", st->dirfd, tmp);
-    unlinkat(st->dirfd, tmp, 0);
-    int rc = fsmeta_backup(st->meta, path);
-    int fd = rc == 0 ? openat(st->dirfd, tmp, O_RDONLY | O_CLOEXEC) : -1;
-    if (rc == 0 && fd < 0) rc = -errno;
-    uint64_t size = 0, hash = 0;
-    if (rc == 0) rc = file_hash(fd, &size, &hash);
+    char path[128];
+    snprintf(path, sizeof path, "/proc/self/fd/%d/remote-push.db", st->dirfd);
+    unlinkat(st->dirfd, "remote-push.db", 0);
+    sn->fd = -1;
+    CK_TRY(fsmeta_backup(st->meta, path));
+    sn->fd = openat(st->dirfd, "remote-push.db", O_RDONLY | O_CLOEXEC);
+    unlinkat(st->dirfd, "remote-push.db", 0); /* the descriptor keeps it */
+    if (sn->fd < 0) return -errno;
+    return file_hash(sn->fd, &sn->size, &sn->hash);
+}
+
+/* Upload the snapshot and point LATEST at it. */
+static int send_snapshot(remote *r, const struct snap *sn)
+{
+    char key[64], latest[LATEST_MAX];
     snprintf(key, sizeof key, "meta/%020" PRId64 ".db", ck_now_ns());
-    if (rc == 0) rc = s3_put_fd(r->s, key, fd, 0, size, NULL, NULL);
+    CK_TRY(s3_put_fd(r->s, key, sn->fd, 0, sn->size, NULL, NULL));
     int n = snprintf(latest, sizeof latest,
                      "ckptfs-remote 1\nsnapshot %s\nsize %" PRIu64 "\nxxh3 %016" PRIx64 "\n",
-                     key, size, hash);
-    if (rc == 0) rc = s3_put_buf(r->s, LATEST, latest, (size_t)n);
-    if (fd >= 0) close(fd);
-    unlinkat(st->dirfd, tmp, 0);
-    return rc;
+                     key, sn->size, sn->hash);
+    return s3_put_buf(r->s, LATEST, latest, (size_t)n);
 }
 
 /* Snapshot names in key order: the oldest first. */
@@ -229,36 +241,60 @@ static int trim_snapshots(remote *r)
     return rc;
 }
 
-int remote_push(remote *r, struct store *st, remote_progress_cb cb, void *ctx,
+/* Upload the packs up to id last that the bucket lacks or holds at
+** another size; count them in *z. */
+static int send_packs(struct push *p, int pdfd, const struct sizes *local,
+                      const struct sizes *have, uint32_t last, struct remote_push_stats *z)
+{
+    for (uint32_t id = 1; id <= last && id < local->n; id++) {
+        uint64_t size = local->v[id];
+        if (size == UINT64_MAX) continue;
+        z->packs++, z->bytes += size;
+        if (sizes_get(have, id) != size) p->total += size;
+    }
+    for (uint32_t id = 1; id <= last && id < local->n; id++) {
+        uint64_t size = local->v[id];
+        if (size == UINT64_MAX || sizes_get(have, id) == size) continue;
+        CK_TRY(send_pack(p, pdfd, id, size));
+        z->packs_sent++, z->bytes_sent += size;
+    }
+    return 0;
+}
+
+/* Delete the bucket's packs up to id last that the store no longer has. */
+static int drop_packs(remote *r, const struct sizes *local, const struct sizes *have,
+                      uint32_t last, struct remote_push_stats *z)
+{
+    for (uint32_t id = 1; id <= last && id < have->n; id++) {
+        char key[48];
+        if (have->v[id] == UINT64_MAX || sizes_get(local, id) != UINT64_MAX) continue;
+        snprintf(key, sizeof key, "packs/%08" PRIu32 ".pack", id);
+        CK_TRY(s3_delete(r->s, key));
+        z->packs_deleted++;
+    }
+    return 0;
+}
+
+int remote_push(remote *r, struct store *st, int live, remote_progress_cb cb, void *ctx,
                 struct remote_push_stats *out)
 {
     struct sizes have = {0}, local = {0};
     struct remote_push_stats z = {0};
     struct push p = {.r = r, .cb = cb, .ctx = ctx};
+    struct snap sn = {.fd = -1};
     int pdfd = openat(st->dirfd, "packs", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    int rc = pdfd < 0 ? -errno : list_packs(r, &have);
+    int rc = pdfd < 0 ? -errno : remote_claim(r, st);
+    if (rc == 0) rc = take_snapshot(st, &sn);
+    /* Every record the snapshot names is in a pack up to the one taking
+    ** appends now; sealed and its appends written, those are final. */
+    uint32_t last = rc == 0 && live ? pack_seal_wait(st->packs) : UINT32_MAX;
+    if (rc == 0) rc = list_packs(r, &have);
     if (rc == 0) rc = list_local(pdfd, &local);
-    for (uint32_t id = 1; rc == 0 && id < local.n; id++) {
-        uint64_t size = local.v[id];
-        if (size == UINT64_MAX) continue;
-        z.packs++, z.bytes += size;
-        if (sizes_get(&have, id) != size) p.total += size;
-    }
-    for (uint32_t id = 1; rc == 0 && id < local.n; id++) {
-        uint64_t size = local.v[id];
-        if (size == UINT64_MAX || sizes_get(&have, id) == size) continue;
-        rc = send_pack(&p, pdfd, id, size);
-        if (rc == 0) z.packs_sent++, z.bytes_sent += size;
-    }
-    if (rc == 0) rc = send_meta(r, st);
-    for (uint32_t id = 1; rc == 0 && id < have.n; id++) {
-        char key[48];
-        if (have.v[id] == UINT64_MAX || sizes_get(&local, id) != UINT64_MAX) continue;
-        snprintf(key, sizeof key, "packs/%08" PRIu32 ".pack", id);
-        rc = s3_delete(r->s, key);
-        if (rc == 0) z.packs_deleted++;
-    }
+    if (rc == 0) rc = send_packs(&p, pdfd, &local, &have, last, &z);
+    if (rc == 0) rc = send_snapshot(r, &sn);
+    if (rc == 0) rc = drop_packs(r, &local, &have, last, &z);
     if (rc == 0) rc = trim_snapshots(r);
+    if (sn.fd >= 0) close(sn.fd);
     if (pdfd >= 0) close(pdfd);
     free(have.v);
     free(local.v);
@@ -364,6 +400,105 @@ int remote_pull_meta(remote *r, const char *store_path)
     }
     close(dfd);
     return rc;
+}
+
+/* ---- the store a prefix holds ---- */
+
+static int store_id(struct store *st, char id[40])
+{
+    if (fsmeta_config_get(st->meta, "store_id", id, 40) == 0 && strlen(id) == 32) return 0;
+    uint8_t b[16];
+    if (getrandom(b, sizeof b, 0) != (ssize_t)sizeof b) return -EIO;
+    for (int i = 0; i < 16; i++) snprintf(id + 2 * i, 3, "%02x", b[i]);
+    return fsmeta_config_set(st->meta, "store_id", id);
+}
+
+int remote_claim(remote *r, struct store *st)
+{
+    char id[40], t[LATEST_MAX + 1], want[64], have[64] = "";
+    size_t got = 0;
+    CK_TRY(store_id(st, id));
+    snprintf(want, sizeof want, "ckptfs-store %s\n", id);
+    int rc = s3_get_buf(r->s, "store", t, LATEST_MAX, &got);
+    if (rc == -ENOENT) return s3_put_buf(r->s, "store", want, strlen(want));
+    if (rc < 0) return rc;
+    t[got] = 0;
+    if (strcmp(t, want) == 0) return 0;
+    sscanf(t, "ckptfs-store %63s", have);
+    ck_log(CK_LOG_ERR, "%s holds another store's copy (store %s; this one is %s): give it "
+           "a prefix of its own", s3_url(r->s), have, id);
+    return -EEXIST;
+}
+
+/* ---- the lease ---- */
+
+#define LEASE "lease"
+
+struct holder {
+    char host[256], store[4096];
+    long pid;
+    int64_t renewed;
+};
+
+static int parse_lease(const char *t, struct holder *h)
+{
+    unsigned v;
+    return sscanf(t, "ckptfs-lease %u\nholder %255s %ld\nstore %4095[^\n]\nrenewed %" SCNd64, &v,
+                  h->host, &h->pid, h->store, &h->renewed) == 5 && v == 1 ? 0 : -EIO;
+}
+
+/* 1 if the holder h no longer holds: stale, or a process of this host that is gone. */
+static int lease_free(const struct holder *h)
+{
+    char me[256] = "";
+    gethostname(me, sizeof me - 1);
+    if (ck_now_ns() - h->renewed > REMOTE_LEASE_NS) return 1;
+    return strcmp(h->host, me) == 0 && kill((pid_t)h->pid, 0) < 0 && errno == ESRCH;
+}
+
+/* Write the lease as held by this process now (a daemon renews it after
+** it forked: the pid changes). */
+static int put_lease(remote *r)
+{
+    char host[256] = "", t[LATEST_MAX + 4096];
+    gethostname(host, sizeof host - 1);
+    int n = snprintf(t, sizeof t,
+                     "ckptfs-lease 1\nholder %s %ld\nstore %s\nrenewed %" PRId64 "\n",
+                     host, (long)getpid(), r->lease_store, ck_now_ns());
+    return s3_put_buf(r->s, LEASE, t, (size_t)n);
+}
+
+int remote_lease_take(remote *r, const char *store_real, char *who, size_t cap)
+{
+    char t[LATEST_MAX + 1];
+    size_t got = 0;
+    struct holder h;
+    int rc = s3_get_buf(r->s, LEASE, t, LATEST_MAX, &got);
+    if (rc < 0 && rc != -ENOENT) return rc;
+    t[rc == 0 ? got : 0] = 0;
+    if (rc == 0 && parse_lease(t, &h) == 0 && !lease_free(&h)) {
+        snprintf(who, cap, "%s pid %ld (store %s), renewed %" PRId64 " s ago", h.host, h.pid,
+                 h.store, (ck_now_ns() - h.renewed) / 1000000000);
+        return -EBUSY;
+    }
+    snprintf(r->lease_store, sizeof r->lease_store, "%s", store_real);
+    rc = put_lease(r);
+    if (rc < 0) r->lease_store[0] = 0;
+    return rc;
+}
+
+int remote_lease_renew(remote *r)
+{
+    return r->lease_store[0] ? put_lease(r) : 0;
+}
+
+void remote_lease_drop(remote *r)
+{
+    if (!r->lease_store[0]) return;
+    if (s3_delete(r->s, LEASE) < 0)
+        ck_log(CK_LOG_WARN, "%s: could not drop the lease; it lapses in %lld s", s3_url(r->s),
+               REMOTE_LEASE_NS / 1000000000);
+    r->lease_store[0] = 0;
 }
 
 /* ---- reads from the bucket ---- */

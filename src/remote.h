@@ -9,6 +9,14 @@
 **                         a snapshot of meta.db (SQLite's online backup),
 **                         named by its time in ns, 20 digits; the last
 **                         REMOTE_KEEP_SNAPSHOTS are kept
+**   store                 "ckptfs-store ID\n": the store whose copy this is (ID:
+**                         32 hex digits, config key store_id); a push or a
+**                         writing mount of another store is refused
+**   lease                 the writing mount of this prefix, text lines:
+**                           ckptfs-lease 1
+**                           holder HOST PID
+**                           store PATH
+**                           renewed NS (time of the last renewal)
 **   meta/LATEST           the snapshot to use, as text lines:
 **                           ckptfs-remote 1
 **                           snapshot meta/NNNNNNNNNNNNNNNNNNNN.db
@@ -50,16 +58,35 @@ struct remote_push_stats {
 /* Progress of a push: bytes sent of the total to send. */
 typedef void (*remote_progress_cb)(void *ctx, uint64_t done, uint64_t total);
 
-/* Upload every pack of st the bucket lacks (or holds at another size), a
-** snapshot of meta.db and LATEST; then drop the bucket's packs st no
-** longer has. st must be a store no daemon is appending to. */
-int remote_push(remote *r, struct store *st, remote_progress_cb cb, void *ctx,
+/* Take a snapshot of meta.db, upload every pack of st the bucket lacks
+** (or holds at another size), then the snapshot and LATEST; then drop the
+** bucket's packs st no longer has, and old snapshots. live: st is a
+** mount's, appended to meanwhile: the pack taking appends is sealed
+** (pack_seal_wait) after the snapshot, and only packs up to it are sent.
+** The caller keeps gc from removing packs meanwhile (bg.h: one thread). */
+int remote_push(remote *r, struct store *st, int live, remote_progress_cb cb, void *ctx,
                 struct remote_push_stats *out);
 
 /* Make store_path/meta.db the snapshot LATEST names, unless it is already
 ** (store_path/remote.snapshot records which). Verified by size and hash
 ** before it replaces anything. -ENOENT: the bucket holds no snapshot. */
 int remote_pull_meta(remote *r, const char *store_path);
+
+/* Make sure the prefix is st's copy (the object "store"), claiming an
+** empty prefix: -EEXIST, said in the log, when it holds another store's. */
+int remote_claim(remote *r, struct store *st);
+
+/* A writing mount holds the prefix's lease, renewed at least every
+** REMOTE_LEASE_NS / 4; another is refused while it is fresh, unless it
+** names this host and a process that is gone (a crash). S3 has no
+** conditional PUT here, so two mounts starting in the same instant could
+** both win: the lease guards against mistakes, not races. */
+#define REMOTE_LEASE_NS (120 * 1000000000LL)
+/* Take the lease for the store at real path store_real: -EBUSY with the
+** holder described in who (cap bytes) when another has it. */
+int remote_lease_take(remote *r, const char *store_real, char *who, size_t cap);
+int remote_lease_renew(remote *r);
+void remote_lease_drop(remote *r);
 
 /* Serve reads of st's packs from the bucket: pack files it lacks are
 ** created sparse and filled granule by granule as records are read. */

@@ -342,7 +342,8 @@ int s3_open(const struct s3_cfg *cfg, s3 **out)
         return -ENOMEM;
     }
     snprintf(s->userpwd, ul, "%s:%s", key, sec);
-    s->retries = cfg->retries > 0 ? cfg->retries : S3_RETRIES;
+    const char *env = getenv("CKPTFS_S3_RETRIES");
+    s->retries = cfg->retries > 0 ? cfg->retries : env && atoi(env) >= 0 ? atoi(env) : S3_RETRIES;
     pthread_mutex_init(&s->mu, NULL);
     *out = s;
     return 0;

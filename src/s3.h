@@ -27,7 +27,7 @@ typedef struct s3 s3;
 struct s3_cfg {
     const char *url;      /* s3://BUCKET[/PREFIX] */
     const char *endpoint; /* NULL: $AWS_ENDPOINT_URL, else https://s3.REGION.amazonaws.com */
-    int retries;          /* 0: the default (8) */
+    int retries;          /* 0: $CKPTFS_S3_RETRIES, else 8 */
 };
 
 /* Parse cfg->url, read the credentials and region from the environment

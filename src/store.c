@@ -124,7 +124,7 @@ static int store_name(const char *n)
 {
     static const char *const names[] = {"meta.db-wal", "meta.db-shm", "meta.db-journal",
                                         "packs", "staging", "lock", "ctl.sock", "backups",
-                                        NULL};
+                                        "remote.snapshot", NULL};
     for (int i = 0; names[i]; i++)
         if (strcmp(n, names[i]) == 0) return 1;
     return strncmp(n, "meta.db.", 8) == 0; /* set aside by a rebuild */

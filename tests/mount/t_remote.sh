@@ -18,11 +18,18 @@
 # else scripts/ceph-dev starts one in /var/tmp/ckptfs-ceph (and stops it at
 # the end). Without Ceph's packages the test is skipped, except under CI,
 # where it fails.
+#
+# Then a writing mount with -o remote= (uploads behind the writer): ckptctl
+# push beside it, a fresh read-only store sees its files, a second writing
+# mount of the prefix is refused naming the holder, another store's push
+# there is refused, and (when this test runs the gateway) a save while the
+# gateway is down goes on locally and reaches the bucket after it is back.
 set -euo pipefail
 # shellcheck source=tests/lib.sh
 . "$TESTLIB"
 
 CEPH_DEV=${CEPH_DEV:-$(dirname "$TESTLIB")/../scripts/ceph-dev}
+cdir=
 if [ -z "${AWS_ENDPOINT_URL:-}" ]; then
     cdir=/var/tmp/ckptfs-ceph
     rc=0
@@ -158,4 +165,52 @@ for f in "$REF"/run/* ; do
 done
 [ "$bad" -ge 1 ] || fail "no read failed after the pack object was damaged"
 fusermount3 -u "$T/remote3"
+
+# A writing mount of a prefix: uploads behind the writer.
+export CKPTFS_S3_RETRIES=1 # a stopped gateway fails an upload in seconds
+URL2=s3://$BUCKET/t-remote-w-$$-$RANDOM
+W=$T/wmnt
+mount_at "$T/wstore" "$W" "remote=$URL2,upload_interval=1"
+head -c $((3 << 20)) /dev/urandom >"$REF/w1.bin"
+dd if="$REF/w1.bin" of="$W/w1.bin" bs=1M conv=fsync status=none
+out=$("$CKPTCTL" push "$T/wstore") || fail "ckptctl push beside a writing mount failed: $out"
+echo "$out" | grep -q "(by the mount)" || fail "push beside the mount was not done by it: $out"
+mount_at "$T/wnew" "$T/wread" "remote=$URL2,ro"
+cmp "$REF/w1.bin" "$T/wread/w1.bin" || fail "a file of the writing mount differs in the bucket"
+fusermount3 -u "$T/wread"
+mkdir -p "$T/w2mnt"
+err=$("$CKPTFS" "$T/w2store" "$T/w2mnt" -o "remote=$URL2" 2>&1) &&
+    fail "a second writing mount of $URL2 was not refused"
+echo "$err" | grep -q "written by another mount.*$T/wstore" ||
+    fail "the refusal of a second writer does not name the holder: $err"
+mount_fs
+put other.bin 1000
+umount_fs
+err=$("$CKPTCTL" push --remote "$URL2" "$STORE" 2>&1) &&
+    fail "a push of another store into $URL2 was not refused"
+echo "$err" | grep -q "another store's copy" || fail "the refusal of another store says: $err"
+
+if [ -n "$cdir" ]; then
+    "$CEPH_DEV" stop "$cdir" >/dev/null 2>&1
+    head -c $((2 << 20)) /dev/urandom >"$REF/w2.bin"
+    dd if="$REF/w2.bin" of="$W/w2.bin" bs=1M conv=fsync status=none ||
+        fail "a save while the gateway is down failed"
+    sleep 3 # an upload tries and fails meanwhile
+    "$CEPH_DEV" start "$cdir" >/dev/null 2>&1 || fail "cannot restart the gateway"
+    out=$("$CKPTCTL" push "$T/wstore") || fail "push after the gateway came back failed: $out"
+    mount_at "$T/wnew" "$T/wread" "remote=$URL2,ro"
+    cmp "$REF/w1.bin" "$T/wread/w1.bin" || fail "w1.bin differs after the gateway's outage"
+    cmp "$REF/w2.bin" "$T/wread/w2.bin" || fail "w2.bin, saved during the outage, differs"
+    fusermount3 -u "$T/wread"
+else
+    log "gateway outage not tested: the gateway is not this test's"
+fi
+fusermount3 -u "$W"
+i=0
+until "$CKPTFS" "$T/wstore" "$W" -o "remote=$URL2" 2>/dev/null; do
+    i=$((i + 1))
+    [ "$i" -le 100 ] || fail "the lease was not dropped at unmount"
+    sleep 0.2
+done
+on_exit "fusermount3 -u $W 2>/dev/null || true"
 log "pass"
