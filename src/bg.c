@@ -174,6 +174,17 @@ static int upload(struct bg *b, int force, remote_progress_cb cb, void *ctx,
     return rc;
 }
 
+/* Over local_bytes (uploads, or reads fetching packs back): drop uploaded packs. */
+static void evict_once(struct bg *b)
+{
+    uint64_t freed = 0;
+    int rc = remote_evict(b->o.remote, b->st, b->o.local_bytes, &freed);
+    if (rc < 0) ck_log(CK_LOG_WARN, "cannot drop uploaded packs locally: %s", strerror(-rc));
+    if (freed)
+        ck_log(CK_LOG_INFO, "dropped %llu bytes of uploaded packs locally",
+               (unsigned long long)freed);
+}
+
 static void serve_request(struct bg *b)
 {
     struct req *r = b->req;
@@ -226,6 +237,7 @@ static int tick(struct bg *b)
     }
     if (b->o.remote && now >= b->next_upload) {
         upload(b, 0, NULL, NULL, NULL);
+        if (b->o.local_bytes) evict_once(b);
         b->next_upload = time(NULL) + b->o.upload_interval;
     }
     return more;

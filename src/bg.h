@@ -39,6 +39,9 @@ struct bg_opts {
                                  store_backup_meta), when it changed; 0: never */
     remote *remote;           /* NULL: none */
     unsigned upload_interval; /* seconds between uploads, when something changed */
+    uint64_t local_bytes;     /* with remote: after an upload, drop the local
+                                 bytes of uploaded packs beyond this (0: keep
+                                 all; remote_evict) */
 };
 
 #define BG_BACKUPS_KEPT 3

@@ -783,10 +783,30 @@ static int busy(const char *path, const char *cmd)
     return fail(EX_BUSY, "store %s is mounted (its lock is held); %s", path, hint);
 }
 
+/* The store's bucket, when some packs are only there (local_gib): reads
+** fetch them. Kept until exit. */
+static remote *attached;
+
+static int attach_remote(struct store *st, const char *path, const char *endpoint)
+{
+    char url[1024];
+    if (!remote_needed(st, url, sizeof url)) return EX_OK;
+    if (!url[0]) return fail(EX_FAIL, "store %s: some packs are not here and no remote is "
+                             "recorded", path);
+    int rc = remote_open(url, endpoint, &attached);
+    if (rc == 0) rc = remote_attach(attached, st);
+    if (rc < 0) {
+        store_close(st);
+        return fail(EX_FAIL, "store %s: some packs are only in %s, which cannot be read: %s",
+                    path, url, strerror(-rc));
+    }
+    return EX_OK;
+}
+
 /* Open STORE for command cmd; only import may create one (into an empty
 ** directory). */
 static int open_store(const char *path, const char *cmd, int mode, int create,
-                      struct store **st)
+                      const char *endpoint, struct store **st)
 {
     struct store_opts so;
     store_default_opts(&so);
@@ -806,7 +826,7 @@ static int open_store(const char *path, const char *cmd, int mode, int create,
     if (rc < 0)
         return fail(EX_FAIL, "cannot open store %s: %s", path,
                     rc == -ENOENT ? "not a ckptfs store" : store_strerror(rc));
-    return EX_OK;
+    return attach_remote(*st, path, endpoint);
 }
 
 static int run(const struct command *c, struct store *st, struct opts *o, char **args)
@@ -851,10 +871,12 @@ int main(int argc, char **argv)
     if (access != EXCL) settle_mount(argv[optind]);
     if (!strcmp(c->name, "gc") && (rc = gc_mounted(argv[optind], &o)) != EX_BUSY) return rc;
     if (!strcmp(c->name, "push") && (rc = push_mounted(argv[optind], &o)) != EX_BUSY) return rc;
-    if ((rc = open_store(argv[optind], c->name, access, create, &st)) != EX_OK) return rc;
+    if ((rc = open_store(argv[optind], c->name, access, create, o.endpoint, &st)) != EX_OK)
+        return rc;
     char *args[2] = {nargs > 0 ? argv[optind + 1] : NULL, nargs > 1 ? argv[optind + 2] : NULL};
     rc = run(c, st, &o, args);
     store_close(st);
+    remote_close(attached);
     if (rc == 1) return EX_PROBLEMS;
     if (rc == EX_USAGE) return rc; /* said already */
     if (rc < 0)

@@ -75,7 +75,7 @@ struct cli {
     int bad; /* a numeric option was refused (reported) */
     char *keep_within, *policy, *remote, *endpoint;
     int verbose, keep_all, init_nonempty, ro;
-    double timeout;
+    double timeout, local_gib;
 };
 
 enum { KEY_NUM = 1, KEY_RO };
@@ -107,6 +107,7 @@ static const struct fuse_opt cli_opts[] = {
     OPT("verbose", verbose),
     OPT("remote=%s", remote),
     OPT("endpoint=%s", endpoint),
+    OPT("local_gib=%lf", local_gib),
     FUSE_OPT_KEY("ro", KEY_RO),
     FUSE_OPT_END,
 };
@@ -193,6 +194,9 @@ static void usage(const char *prog)
            "                         AWS_SECRET_ACCESS_KEY, AWS_REGION\n"
            "    -o upload_interval=S with remote: upload what changed every S\n"
            "                         seconds (default 30), and at unmount\n"
+           "    -o local_gib=N       with remote: keep at most N GiB of packs\n"
+           "                         locally (decimals allowed): uploaded packs are\n"
+           "                         dropped oldest first and fetched back when read\n"
            "    -o endpoint=URL      the S3 endpoint (default $AWS_ENDPOINT_URL,\n"
            "                         else AWS)\n"
            "    -o verbose           log commits and recovery\n\n"
@@ -442,6 +446,10 @@ int main(int argc, char **argv)
     struct cli cli = {.timeout = 1.0};
     struct fuse_cmdline_opts o;
     if (fuse_opt_parse(&args, &cli, cli_opts, opt_proc) != 0 || cli.bad) return 2;
+    if (cli.local_gib < 0 || cli.local_gib > 1e9 || (cli.local_gib && !cli.remote)) {
+        fprintf(stderr, "ckptfs: local_gib: needs remote= and a number of GiB >= 0\n");
+        return 2;
+    }
     if (cli.timeout < 0 || cli.timeout > 86400) {
         fprintf(stderr, "ckptfs: attr_timeout: %g is not a number of seconds from 0 to 86400\n",
                 cli.timeout);
@@ -518,11 +526,18 @@ int main(int argc, char **argv)
     if (cli.remote && open_remote(&cli, &rem) < 0) return 1;
     struct store *st;
     int rc = open_store(cli.store, &so, &st);
-    if (rc == 0 && rem && cli.ro && (rc = remote_attach(rem, st)) < 0)
+    char url[1024];
+    if (rc == 0 && !rem && remote_needed(st, url, sizeof url)) {
+        fprintf(stderr, "ckptfs: some packs of %s are only in its bucket%s%s: mount it with "
+                "-o remote=%s\n", cli.store, url[0] ? " " : "", url, url[0] ? url : "URL");
+        rc = -ENOENT;
+    }
+    if (rc == 0 && rem && (rc = remote_attach(rem, st)) < 0)
         fprintf(stderr, "ckptfs: %s: cannot list its packs: %s\n", cli.remote, strerror(-rc));
     if (rc == 0 && rem && !cli.ro) rc = take_lease(rem, &cli, st);
     keep.remote = cli.ro ? NULL : rem;
     keep.upload_interval = GIVEN(N_UPLOAD) ? (unsigned)NUM(N_UPLOAD) : 30;
+    keep.local_bytes = (uint64_t)(cli.local_gib * (1ull << 30));
     if (rc < 0) return 1;
     if (vfs_create(st, &vo, &fs.v) < 0) return 1;
     name_mount(&args, cli.store);

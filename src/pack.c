@@ -232,6 +232,14 @@ static int fd_hold_range(packset *ps, uint32_t id, uint64_t off, uint64_t len, i
 
 int pack_dirfd(packset *ps) { return ps->dirfd; }
 
+int pack_exclusive(packset *ps, int (*fn)(void *ctx), void *ctx)
+{
+    pthread_rwlock_wrlock(&ps->rl);
+    int rc = fn(ctx);
+    pthread_rwlock_unlock(&ps->rl);
+    return rc;
+}
+
 void pack_set_source(packset *ps, const struct pack_source *src)
 {
     pthread_mutex_lock(&ps->mu);
@@ -530,6 +538,7 @@ int pack_remove(packset *ps, uint32_t id)
     if (slot) close_dfd(ps, id);
     if (id == ps->cur) ps->cur = 0; /* appends start a new pack */
     int rc = unlinkat(ps->dirfd, name, 0) < 0 ? -errno : 0;
+    if (rc == 0 && ps->src.forget) ps->src.forget(ps->src.ctx, id);
     if (rc == 0 && fsync(ps->dirfd) < 0) rc = -errno;
     pthread_mutex_unlock(&ps->mu);
     pthread_rwlock_unlock(&ps->rl);

@@ -164,8 +164,12 @@ int pack_peek(packset *ps, uint32_t pack_id, uint64_t off, void *buf, size_t len
 ** every read of a record, and when a pack file is missing. */
 struct pack_source {
     int (*fill)(void *ctx, uint32_t id, uint64_t off, uint64_t len);
+    void (*forget)(void *ctx, uint32_t id); /* pack_remove deleted pack id */
     void *ctx;
 };
+/* Run fn(ctx) while no read of any pack is in progress (the lock
+** pack_remove takes): a source changing what a pack file holds. */
+int pack_exclusive(packset *ps, int (*fn)(void *ctx), void *ctx);
 void pack_set_source(packset *ps, const struct pack_source *src);
 /* The packs directory (a source keeps its copies there). */
 int pack_dirfd(packset *ps);

@@ -9,6 +9,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <linux/falloc.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -23,11 +24,14 @@
 #define LATEST_MAX 512
 #define FETCH_MAX_GRANULES 8 /* one GET: up to 8 MiB of missing granules */
 
-/* A pack of the bucket, and what of it is local (reads from a bucket). */
+/* A pack, as the bucket and the local store have it. */
+enum { RP_UNKNOWN, RP_LOCAL, RP_PARTIAL };
 struct rpack {
-    uint64_t size;
-    uint8_t *have; /* one byte per granule */
-    int fd, hfd;   /* the local copy and its .have; -1 until first used */
+    uint64_t size;  /* the bucket's object (as last listed or sent); UINT64_MAX: none */
+    uint64_t local; /* RP_PARTIAL: the size of the local copy */
+    int state;      /* RP_LOCAL: the whole pack is here (no map) */
+    uint8_t *have;  /* RP_PARTIAL: one byte per granule */
+    int fd, hfd;    /* RP_PARTIAL: the copy and its .have */
 };
 
 struct remote {
@@ -35,10 +39,14 @@ struct remote {
     char lease_store[4096]; /* the store holding the lease ("" none) */
     /* reads: */
     struct store *st;
-    pthread_mutex_t mu;
+    int readonly;        /* st is a read-only copy of the bucket */
+    pthread_mutex_t mu;  /* the table and the maps */
     struct rpack *packs; /* by id */
     uint32_t npacks;
 };
+
+static void rpack_close(struct rpack *p);
+static struct rpack *entry(remote *r, uint32_t id);
 
 int remote_open(const char *url, const char *endpoint, remote **out)
 {
@@ -58,11 +66,7 @@ int remote_open(const char *url, const char *endpoint, remote **out)
 void remote_close(remote *r)
 {
     if (!r) return;
-    for (uint32_t i = 0; i < r->npacks; i++) {
-        if (r->packs[i].fd >= 0) close(r->packs[i].fd);
-        if (r->packs[i].hfd >= 0) close(r->packs[i].hfd);
-        free(r->packs[i].have);
-    }
+    for (uint32_t i = 0; i < r->npacks; i++) rpack_close(&r->packs[i]);
     free(r->packs);
     s3_close(r->s);
     pthread_mutex_destroy(&r->mu);
@@ -125,6 +129,7 @@ static int list_local(int pdfd, struct sizes *z)
 {
     DIR *d = fdopendir(dup(pdfd));
     if (!d) return -errno;
+    rewinddir(d); /* a duplicate shares the descriptor's offset */
     struct dirent *e;
     struct stat sb;
     int rc = 0;
@@ -275,6 +280,19 @@ static int drop_packs(remote *r, const struct sizes *local, const struct sizes *
     return 0;
 }
 
+/* The bucket now holds packs up to last as local has them (and no others
+** up to last): what remote_evict may drop locally. */
+static void note_sent(remote *r, const struct sizes *local, uint32_t last)
+{
+    pthread_mutex_lock(&r->mu);
+    uint32_t n = CK_MAX(local->n, r->npacks);
+    for (uint32_t id = 1; id <= last && id < n; id++) {
+        struct rpack *p = entry(r, id);
+        if (p) p->size = sizes_get(local, id);
+    }
+    pthread_mutex_unlock(&r->mu);
+}
+
 int remote_push(remote *r, struct store *st, int live, remote_progress_cb cb, void *ctx,
                 struct remote_push_stats *out)
 {
@@ -293,6 +311,7 @@ int remote_push(remote *r, struct store *st, int live, remote_progress_cb cb, vo
     if (rc == 0) rc = send_packs(&p, pdfd, &local, &have, last, &z);
     if (rc == 0) rc = send_snapshot(r, &sn);
     if (rc == 0) rc = drop_packs(r, &local, &have, last, &z);
+    if (rc == 0) note_sent(r, &local, last);
     if (rc == 0) rc = trim_snapshots(r);
     if (sn.fd >= 0) close(sn.fd);
     if (pdfd >= 0) close(pdfd);
@@ -503,44 +522,93 @@ void remote_lease_drop(remote *r)
 
 /* ---- reads from the bucket ---- */
 
-static int pdir(remote *r) { return r->st->packs ? pack_dirfd(r->st->packs) : -1; }
+static int pdir(remote *r) { return pack_dirfd(r->st->packs); }
 
-/* Open (creating) the local copy of pack id and its map; caller holds mu. */
-static int local_open(remote *r, uint32_t id, struct rpack *p)
+static void names(uint32_t id, char name[32], char hname[32])
 {
-    char name[32], hname[32];
-    snprintf(name, sizeof name, "%08" PRIu32 ".pack", id);
-    snprintf(hname, sizeof hname, "%08" PRIu32 ".have", id);
-    uint64_t n = (p->size + REMOTE_GRANULE - 1) / REMOTE_GRANULE;
-    int dfd = pdir(r);
-    struct stat sb;
-    /* A copy of another size is of another pack (an id gc freed and a
-    ** later push reused): start over. */
-    if (fstatat(dfd, name, &sb, 0) == 0 && (uint64_t)sb.st_size != p->size)
-        unlinkat(dfd, name, 0), unlinkat(dfd, hname, 0);
-    p->fd = openat(dfd, name, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    p->hfd = p->fd < 0 ? -1 : openat(dfd, hname, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    p->have = calloc(n ? n : 1, 1);
-    int rc = p->fd < 0 || p->hfd < 0 ? -errno : p->have ? 0 : -ENOMEM;
-    if (rc == 0 && ftruncate(p->fd, (off_t)p->size) < 0) rc = -errno;
-    if (rc == 0 && pread(p->hfd, p->have, n, 0) < 0) rc = -errno;
-    if (rc < 0) {
-        if (p->fd >= 0) close(p->fd);
-        if (p->hfd >= 0) close(p->hfd);
-        free(p->have);
-        p->fd = p->hfd = -1;
-        p->have = NULL;
-    }
-    return rc;
+    snprintf(name, 32, "%08" PRIu32 ".pack", id);
+    snprintf(hname, 32, "%08" PRIu32 ".have", id);
 }
 
-/* The pack's entry, its local copy open; NULL when the bucket lacks it. */
+/* The entry of pack id, the table grown to hold it; caller holds mu. */
+static struct rpack *entry(remote *r, uint32_t id)
+{
+    if (id >= r->npacks) {
+        uint32_t n = r->npacks ? r->npacks : 64;
+        while (n <= id) n *= 2;
+        struct rpack *v = realloc(r->packs, n * sizeof *v);
+        if (!v) return NULL;
+        for (uint32_t i = r->npacks; i < n; i++)
+            v[i] = (struct rpack){.size = UINT64_MAX, .fd = -1, .hfd = -1};
+        r->packs = v, r->npacks = n;
+    }
+    return &r->packs[id];
+}
+
+static void rpack_close(struct rpack *p)
+{
+    if (p->fd >= 0) close(p->fd);
+    if (p->hfd >= 0) close(p->hfd);
+    free(p->have);
+    p->fd = p->hfd = -1;
+    p->have = NULL;
+    p->state = RP_UNKNOWN;
+}
+
+/* Open pack id as a partial copy of size bytes with its map, creating
+** both when create; caller holds mu. */
+static int open_partial(remote *r, uint32_t id, struct rpack *p, uint64_t size, int create)
+{
+    char name[32], hname[32];
+    names(id, name, hname);
+    int dfd = pdir(r), fl = O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0);
+    uint64_t n = (size + REMOTE_GRANULE - 1) / REMOTE_GRANULE;
+    p->fd = openat(dfd, name, fl, 0600);
+    p->hfd = p->fd < 0 ? -1 : openat(dfd, hname, fl, 0600);
+    p->have = calloc(n ? n : 1, 1);
+    int rc = p->fd < 0 || p->hfd < 0 ? -errno : p->have ? 0 : -ENOMEM;
+    if (rc == 0 && create && ftruncate(p->fd, (off_t)size) < 0) rc = -errno;
+    if (rc == 0 && pread(p->hfd, p->have, n, 0) < 0) rc = -errno;
+    if (rc < 0) {
+        rpack_close(p);
+        return rc;
+    }
+    p->local = size;
+    p->state = RP_PARTIAL;
+    return 0;
+}
+
+/* What is local of pack id: all of it (a pack of this store with no map),
+** part (a copy with its map), or nothing yet (a copy made now, when the
+** bucket has the pack); caller holds mu. */
+static int resolve(remote *r, uint32_t id, struct rpack *p)
+{
+    char name[32], hname[32];
+    struct stat sb, hb;
+    names(id, name, hname);
+    int dfd = pdir(r);
+    int have_pack = fstatat(dfd, name, &sb, 0) == 0, have_map = fstatat(dfd, hname, &hb, 0) == 0;
+    /* A copy of another size than the bucket's is of another pack (an id
+    ** gc freed and a later push reused): start over. */
+    if (have_map && have_pack && p->size != UINT64_MAX && (uint64_t)sb.st_size != p->size &&
+        r->readonly)
+        unlinkat(dfd, name, 0), unlinkat(dfd, hname, 0), have_pack = have_map = 0;
+    if (have_pack && !have_map) {
+        p->state = RP_LOCAL;
+        return 0;
+    }
+    if (have_pack) return open_partial(r, id, p, (uint64_t)sb.st_size, 0);
+    if (p->size == UINT64_MAX) return -EIO;
+    return open_partial(r, id, p, p->size, 1);
+}
+
+/* The pack's entry, resolved; NULL with *rc on failure. */
 static struct rpack *rpack_get(remote *r, uint32_t id, int *rc)
 {
     pthread_mutex_lock(&r->mu);
-    struct rpack *p = id < r->npacks && r->packs[id].size != UINT64_MAX ? &r->packs[id] : NULL;
-    *rc = p ? 0 : -EIO;
-    if (p && p->fd < 0) *rc = local_open(r, id, p);
+    struct rpack *p = entry(r, id);
+    *rc = p ? 0 : -ENOMEM;
+    if (p && p->state == RP_UNKNOWN) *rc = resolve(r, id, p);
     pthread_mutex_unlock(&r->mu);
     return *rc == 0 ? p : NULL;
 }
@@ -551,7 +619,7 @@ static int fetch(remote *r, uint32_t id, struct rpack *p, uint64_t g, uint64_t n
     char key[48];
     snprintf(key, sizeof key, "packs/%08" PRIu32 ".pack", id);
     uint64_t off = g * REMOTE_GRANULE;
-    size_t len = (size_t)CK_MIN((uint64_t)n * REMOTE_GRANULE, p->size - off), got = 0;
+    size_t len = (size_t)CK_MIN((uint64_t)n * REMOTE_GRANULE, p->local - off), got = 0;
     uint8_t *buf = malloc(len);
     if (!buf) return -ENOMEM;
     int rc = s3_get_range(r->s, key, off, len, buf, &got);
@@ -572,8 +640,8 @@ static int fill(void *ctx, uint32_t id, uint64_t off, uint64_t len)
     remote *r = ctx;
     int rc;
     struct rpack *p = rpack_get(r, id, &rc);
-    if (!p || len == 0) return rc;
-    if (off + len > p->size) return -EIO;
+    if (!p || len == 0 || p->state == RP_LOCAL) return rc;
+    if (off + len > p->local) return -EIO;
     uint64_t g = off / REMOTE_GRANULE, end = (off + len - 1) / REMOTE_GRANULE + 1;
     while (rc == 0 && g < end) {
         pthread_mutex_lock(&r->mu);
@@ -587,24 +655,134 @@ static int fill(void *ctx, uint32_t id, uint64_t off, uint64_t len)
     return rc;
 }
 
+/* gc removed pack id: its map goes with it. */
+static void forget(void *ctx, uint32_t id)
+{
+    remote *r = ctx;
+    char name[32], hname[32];
+    names(id, name, hname);
+    pthread_mutex_lock(&r->mu);
+    struct rpack *p = id < r->npacks ? &r->packs[id] : NULL;
+    if (p) rpack_close(p);
+    unlinkat(pdir(r), hname, 0);
+    pthread_mutex_unlock(&r->mu);
+}
+
 int remote_attach(remote *r, struct store *st)
 {
     struct sizes z = {0};
     int rc = list_packs(r, &z);
-    if (rc < 0) {
-        free(z.v);
-        return rc;
+    pthread_mutex_lock(&r->mu);
+    for (uint32_t i = 0; rc == 0 && i < z.n; i++) {
+        struct rpack *p = entry(r, i);
+        if (!p) rc = -ENOMEM;
+        else p->size = z.v[i];
     }
-    r->packs = calloc(z.n ? z.n : 1, sizeof *r->packs);
-    if (!r->packs) {
-        free(z.v);
-        return -ENOMEM;
-    }
-    for (uint32_t i = 0; i < z.n; i++)
-        r->packs[i] = (struct rpack){.size = z.v[i], .fd = -1, .hfd = -1};
-    r->npacks = z.n;
     r->st = st;
+    r->readonly = st->o.readonly;
+    pthread_mutex_unlock(&r->mu);
     free(z.v);
-    pack_set_source(st->packs, &(struct pack_source){.fill = fill, .ctx = r});
-    return 0;
+    if (rc == 0)
+        pack_set_source(st->packs, &(struct pack_source){.fill = fill, .forget = forget, .ctx = r});
+    return rc;
+}
+
+int remote_needed(struct store *st, char *url, size_t cap)
+{
+    DIR *d = fdopendir(dup(pack_dirfd(st->packs)));
+    struct dirent *e;
+    int found = 0;
+    if (d) rewinddir(d); /* the duplicate shares the descriptor's offset */
+    while (d && !found && (e = readdir(d)) != NULL) {
+        size_t n = strlen(e->d_name);
+        found = n > 5 && strcmp(e->d_name + n - 5, ".have") == 0;
+    }
+    if (d) closedir(d);
+    if (found && fsmeta_config_get(st->meta, "remote", url, cap) < 0) url[0] = 0;
+    return found;
+}
+
+/* ---- keeping the local copy small ---- */
+
+struct evict {
+    remote *r;
+    uint32_t id;
+    uint64_t size;
+};
+
+/* Under the packs' write lock (no read in progress): the map first, all
+** zeros and synced, then the bytes go; a crash between leaves a pack
+** that reads from the bucket. */
+static int punch(void *ctx)
+{
+    struct evict *e = ctx;
+    remote *r = e->r;
+    char name[32], hname[32];
+    names(e->id, name, hname);
+    pthread_mutex_lock(&r->mu);
+    struct rpack *p = entry(r, e->id);
+    int rc = p ? 0 : -ENOMEM;
+    if (p) rpack_close(p);
+    uint64_t n = (e->size + REMOTE_GRANULE - 1) / REMOTE_GRANULE;
+    uint8_t *zero = rc == 0 ? calloc(n ? n : 1, 1) : NULL;
+    int hfd = zero ? openat(pdir(r), hname, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600) : -1;
+    if (rc == 0) rc = !zero ? -ENOMEM : hfd < 0 ? -errno : ck_pwrite_full(hfd, zero, n, 0);
+    if (rc == 0 && fsync(hfd) < 0) rc = -errno;
+    int fd = rc == 0 ? openat(pdir(r), name, O_RDWR | O_CLOEXEC) : -1;
+    if (rc == 0 && fd < 0) rc = -errno;
+    if (rc == 0 && fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0,
+                             (off_t)e->size) < 0)
+        rc = -errno;
+    if (fd >= 0) close(fd);
+    if (hfd >= 0) close(hfd);
+    free(zero);
+    pthread_mutex_unlock(&r->mu);
+    return rc;
+}
+
+/* Bytes the pack files take on disk, and each one's size and use. */
+static int local_use(int pdfd, struct sizes *size, uint64_t *total)
+{
+    DIR *d = fdopendir(dup(pdfd));
+    if (!d) return -errno;
+    rewinddir(d); /* the duplicate shares the descriptor's offset */
+    struct dirent *e;
+    struct stat sb;
+    int rc = 0;
+    uint32_t id;
+    *total = 0;
+    while (rc == 0 && (e = readdir(d)) != NULL)
+        if (pack_id_of(e->d_name, "", &id) && fstatat(pdfd, e->d_name, &sb, 0) == 0) {
+            *total += (uint64_t)sb.st_blocks * 512;
+            rc = sizes_set(size, id, (uint64_t)sb.st_size);
+        }
+    closedir(d);
+    return rc;
+}
+
+int remote_evict(remote *r, struct store *st, uint64_t keep, uint64_t *freed)
+{
+    struct sizes local = {0};
+    uint64_t use = 0, before;
+    uint32_t limit = pack_limit(st->packs);
+    int pdfd = pack_dirfd(st->packs);
+    int rc = local_use(pdfd, &local, &use);
+    before = use;
+    for (uint32_t id = 1; rc == 0 && use > keep && id < local.n && id < limit; id++) {
+        pthread_mutex_lock(&r->mu);
+        struct rpack *p = id < r->npacks ? &r->packs[id] : NULL;
+        int sent = p && p->size != UINT64_MAX && p->size == local.v[id];
+        pthread_mutex_unlock(&r->mu);
+        if (!sent) continue; /* not in the bucket as it is here */
+        struct stat sb;
+        char name[32], hname[32];
+        names(id, name, hname);
+        if (fstatat(pdfd, name, &sb, 0) < 0 || sb.st_blocks == 0) continue;
+        struct evict e = {.r = r, .id = id, .size = local.v[id]};
+        rc = pack_exclusive(st->packs, punch, &e);
+        if (rc == 0) use -= CK_MIN(use, (uint64_t)sb.st_blocks * 512);
+    }
+    free(local.v);
+    if (freed) *freed = before - use;
+    return rc;
 }

@@ -89,7 +89,19 @@ int remote_lease_renew(remote *r);
 void remote_lease_drop(remote *r);
 
 /* Serve reads of st's packs from the bucket: pack files it lacks are
-** created sparse and filled granule by granule as records are read. */
+** created sparse and filled granule by granule as records are read, and
+** so are packs remote_evict dropped (their .have map says what is here).
+** A pack with no map is wholly local. */
 int remote_attach(remote *r, struct store *st);
+
+/* 1 if some of st's packs are only partly local (a copy of a bucket, or
+** packs remote_evict dropped): its reads need remote_attach. url gets the
+** store's remote (config remote), "" if none. */
+int remote_needed(struct store *st, char *url, size_t cap);
+
+/* Keep st's pack files under keep bytes on disk: drop the local bytes of
+** sealed packs the bucket holds as they are here (as the last push saw
+** it), oldest first; they read back from the bucket. *freed: bytes. */
+int remote_evict(remote *r, struct store *st, uint64_t keep, uint64_t *freed);
 
 #endif

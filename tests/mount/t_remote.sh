@@ -24,6 +24,8 @@
 # mount of the prefix is refused naming the holder, another store's push
 # there is refused, and (when this test runs the gateway) a save while the
 # gateway is down goes on locally and reaches the bucket after it is back.
+# With local_gib, uploaded packs are dropped locally and read back from the
+# bucket, by the mount and by ckptctl; a mount without remote= is refused.
 set -euo pipefail
 # shellcheck source=tests/lib.sh
 . "$TESTLIB"
@@ -212,5 +214,28 @@ until "$CKPTFS" "$T/wstore" "$W" -o "remote=$URL2" 2>/dev/null; do
     [ "$i" -le 100 ] || fail "the lease was not dropped at unmount"
     sleep 0.2
 done
-on_exit "fusermount3 -u $W 2>/dev/null || true"
+fusermount3 -u "$W"
+
+# local_gib: uploaded packs dropped locally, oldest first, read back.
+E=$T/emnt
+mount_at "$T/estore" "$E" "remote=s3://$BUCKET/t-remote-e-$$-$RANDOM,upload_interval=1,local_gib=0.01"
+for i in 1 2 3 4; do
+    head -c 8000000 /dev/urandom >"$REF/e$i"
+    dd if="$REF/e$i" of="$E/e$i" bs=1M conv=fsync status=none
+    sleep 1.2 # one upload each: packs sealed one by one
+done
+i=0
+until [ "$(du -sk "$T/estore/packs" | cut -f1)" -le 20000 ]; do
+    i=$((i + 1))
+    [ "$i" -le 100 ] || fail "packs still take $(du -sk "$T/estore/packs" | cut -f1) KiB locally with local_gib=0.01"
+    sleep 0.2
+done
+ls "$T/estore/packs"/*.have >/dev/null 2>&1 || fail "no pack was dropped locally"
+drop_caches
+for i in 1 2 3 4; do cmp "$REF/e$i" "$E/e$i" || fail "e$i differs after its pack was dropped locally"; done
+fusermount3 -u "$E"
+sleep 1
+"$CKPTCTL" verify "$T/estore" >/dev/null || fail "ckptctl verify of a store with dropped packs failed"
+err=$("$CKPTFS" "$T/estore" "$E" 2>&1) && fail "a mount without remote= of a store with dropped packs was not refused"
+echo "$err" | grep -q "only in its bucket" || fail "the refusal says: $err"
 log "pass"
