@@ -63,8 +63,10 @@ static const char usage_text[] =
     "  cat    STORE PATH[@SEQ]\n"
     "         the exact bytes of PATH (its latest version, or the one committed\n"
     "         by change SEQ) to standard output\n"
-    "  verify [--json] STORE\n"
-    "         read and hash-check every block in use\n"
+    "  verify [--json] [--remote [--endpoint URL]] STORE\n"
+    "         read and hash-check every block in use; with --remote, read\n"
+    "         every record from the store's bucket (its recorded remote)\n"
+    "         instead, so damage there is reported\n"
     "  fsck   [--json] [--repair] STORE\n"
     "         check metadata (reference and link counts, chains, namespace) and\n"
     "         that every block's pack record exists; --repair fixes what it can\n"
@@ -108,6 +110,7 @@ struct opts {
     double threshold;
     int have_rule;
     const char *remote, *endpoint;
+    int verify_remote;
 };
 
 static int fail(int code, const char *fmt, ...)
@@ -425,10 +428,33 @@ static int scan_blocks(struct scan *s)
     return rc < 0 ? rc : s->err;
 }
 
+/* verify --remote: the same blocks, every record read from the bucket
+** (fetched into a scratch directory, removed after). */
+static int verify_remote(struct store *st, const struct opts *o, struct scan *s)
+{
+    char url[1024], dir[] = "/var/tmp/ckptctl-verify.XXXXXX";
+    if (fsmeta_config_get(st->meta, "remote", url, sizeof url) < 0)
+        return fprintf(stderr, "ckptctl: verify --remote: the store has no remote (push it "
+                       "first, or mount it with -o remote=)\n"), -EINVAL;
+    remote *r;
+    packset *saved;
+    CK_TRY(remote_open(url, o->endpoint, &r));
+    int rc = mkdtemp(dir) ? remote_read_all_from(r, st, dir, &saved) : -errno;
+    if (rc == 0) {
+        rc = scan_blocks(s);
+        remote_read_all_done(r, st, saved);
+    }
+    remote_close(r);
+    char cmd[64];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (system(cmd) != 0) fprintf(stderr, "ckptctl: warning: could not remove %s\n", dir);
+    return rc;
+}
+
 static int cmd_verify(struct store *st, const struct opts *o)
 {
     struct scan s = {.st = st, .quiet = o->json};
-    CK_TRY(scan_blocks(&s));
+    CK_TRY(o->verify_remote ? verify_remote(st, o, &s) : scan_blocks(&s));
     if (o->json)
         printf("{\"blocks\": %llu, \"bytes\": %llu, \"bad\": %llu}\n", U(s.done), U(s.bytes),
                U(s.bad));
@@ -693,9 +719,10 @@ static const struct command commands[] = {
 };
 
 /* Options before the command (stop at it), then anywhere after it. */
-static int parse_opts(int argc, char **argv, struct opts *o, const char *shortopts)
+static int parse_opts(int argc, char **argv, struct opts *o, const char *shortopts,
+                      const char *cmd)
 {
-    static const struct option lopts[] = {
+    struct option lopts[] = {
         {"help", no_argument, NULL, 'h'},       {"version", no_argument, NULL, 'V'},
         {"json", no_argument, NULL, 'j'},       {"files", no_argument, NULL, 'f'},
         {"repair", no_argument, NULL, 'r'},     {"dry-run", no_argument, NULL, 'n'},
@@ -707,6 +734,9 @@ static int parse_opts(int argc, char **argv, struct opts *o, const char *shortop
         {"remote", required_argument, NULL, 'R'},
         {"endpoint", required_argument, NULL, 'e'},
         {NULL, 0, NULL, 0}};
+    /* verify --remote: a flag (the store's recorded remote); push --remote URL */
+    for (struct option *l = lopts; cmd && !strcmp(cmd, "verify") && l->name; l++)
+        if (!strcmp(l->name, "remote")) *l = (struct option){"remote", no_argument, NULL, 'X'};
     int c;
     char *end;
     while ((c = getopt_long(argc, argv, shortopts, lopts, NULL)) != -1) {
@@ -720,6 +750,7 @@ static int parse_opts(int argc, char **argv, struct opts *o, const char *shortop
         case 'n': o->dry_run = 1; break;
         case 'R': o->remote = optarg; break;
         case 'e': o->endpoint = optarg; break;
+        case 'X': o->verify_remote = 1; break;
         case 'L': case 'E':
             v = strtol(optarg, &end, 10);
             if (*end || v < 1 || v > 1000000000)
@@ -849,7 +880,7 @@ int main(int argc, char **argv)
 {
     struct opts o = {.grace_ns = 0, .threshold = GC_THRESHOLD};
     ck_raise_nofile();
-    int rc = parse_opts(argc, argv, &o, "+hV");
+    int rc = parse_opts(argc, argv, &o, "+hV", NULL);
     if (rc != EX_OK) return rc;
     if (optind >= argc) return fputs(usage_text, stderr), EX_USAGE;
     const struct command *c = NULL;
@@ -857,7 +888,7 @@ int main(int argc, char **argv)
         if (strcmp(argv[optind], commands[i].name) == 0) c = &commands[i];
     if (!c) return fail(EX_USAGE, "unknown command '%s' (see ckptctl --help)", argv[optind]);
     optind++;
-    if ((rc = parse_opts(argc, argv, &o, "hV")) != EX_OK) return rc;
+    if ((rc = parse_opts(argc, argv, &o, "hV", c->name)) != EX_OK) return rc;
     int nargs = argc - optind - 1;
     if (nargs < c->min_args || nargs > c->max_args)
         return fail(EX_USAGE, "%s: wrong number of arguments (see ckptctl --help)", c->name);

@@ -125,7 +125,9 @@ static int list_packs(remote *r, struct sizes *z)
     return s3_list(r->s, "packs/", on_remote_pack, z);
 }
 
-static int list_local(int pdfd, struct sizes *z)
+/* The sizes of the pack files in pdfd, and (disk != NULL) the bytes they
+** take on disk. */
+static int list_local(int pdfd, struct sizes *z, uint64_t *disk)
 {
     DIR *d = fdopendir(dup(pdfd));
     if (!d) return -errno;
@@ -134,9 +136,12 @@ static int list_local(int pdfd, struct sizes *z)
     struct stat sb;
     int rc = 0;
     uint32_t id;
+    if (disk) *disk = 0;
     while (rc == 0 && (e = readdir(d)) != NULL)
-        if (pack_id_of(e->d_name, "", &id) && fstatat(pdfd, e->d_name, &sb, 0) == 0)
+        if (pack_id_of(e->d_name, "", &id) && fstatat(pdfd, e->d_name, &sb, 0) == 0) {
             rc = sizes_set(z, id, (uint64_t)sb.st_size);
+            if (disk) *disk += (uint64_t)sb.st_blocks * 512;
+        }
     closedir(d);
     return rc;
 }
@@ -307,7 +312,7 @@ int remote_push(remote *r, struct store *st, int live, remote_progress_cb cb, vo
     ** appends now; sealed and its appends written, those are final. */
     uint32_t last = rc == 0 && live ? pack_seal_wait(st->packs) : UINT32_MAX;
     if (rc == 0) rc = list_packs(r, &have);
-    if (rc == 0) rc = list_local(pdfd, &local);
+    if (rc == 0) rc = list_local(pdfd, &local, NULL);
     if (rc == 0) rc = send_packs(&p, pdfd, &local, &have, last, &z);
     if (rc == 0) rc = send_snapshot(r, &sn);
     if (rc == 0) rc = drop_packs(r, &local, &have, last, &z);
@@ -702,6 +707,33 @@ int remote_needed(struct store *st, char *url, size_t cap)
     return found;
 }
 
+int remote_read_all_from(remote *r, struct store *st, const char *dir, packset **saved)
+{
+    struct pack_opts po = {.max_pack_bytes = st->o.max_pack_bytes};
+    packset *ps;
+    CK_TRY(pack_open(dir, &po, &ps));
+    *saved = st->packs;
+    st->packs = ps;
+    int rc = remote_attach(r, st);
+    pthread_mutex_lock(&r->mu);
+    r->readonly = 1; /* copies made in dir, as a store read from the bucket does */
+    pthread_mutex_unlock(&r->mu);
+    if (rc < 0) {
+        st->packs = *saved;
+        pack_close(ps);
+    }
+    return rc;
+}
+
+void remote_read_all_done(remote *r, struct store *st, packset *saved)
+{
+    pthread_mutex_lock(&r->mu);
+    for (uint32_t i = 0; i < r->npacks; i++) rpack_close(&r->packs[i]);
+    pthread_mutex_unlock(&r->mu);
+    pack_close(st->packs);
+    st->packs = saved;
+}
+
 /* ---- keeping the local copy small ---- */
 
 struct evict {
@@ -740,33 +772,13 @@ static int punch(void *ctx)
     return rc;
 }
 
-/* Bytes the pack files take on disk, and each one's size and use. */
-static int local_use(int pdfd, struct sizes *size, uint64_t *total)
-{
-    DIR *d = fdopendir(dup(pdfd));
-    if (!d) return -errno;
-    rewinddir(d); /* the duplicate shares the descriptor's offset */
-    struct dirent *e;
-    struct stat sb;
-    int rc = 0;
-    uint32_t id;
-    *total = 0;
-    while (rc == 0 && (e = readdir(d)) != NULL)
-        if (pack_id_of(e->d_name, "", &id) && fstatat(pdfd, e->d_name, &sb, 0) == 0) {
-            *total += (uint64_t)sb.st_blocks * 512;
-            rc = sizes_set(size, id, (uint64_t)sb.st_size);
-        }
-    closedir(d);
-    return rc;
-}
-
 int remote_evict(remote *r, struct store *st, uint64_t keep, uint64_t *freed)
 {
     struct sizes local = {0};
     uint64_t use = 0, before;
     uint32_t limit = pack_limit(st->packs);
     int pdfd = pack_dirfd(st->packs);
-    int rc = local_use(pdfd, &local, &use);
+    int rc = list_local(pdfd, &local, &use);
     before = use;
     for (uint32_t id = 1; rc == 0 && use > keep && id < local.n && id < limit; id++) {
         pthread_mutex_lock(&r->mu);

@@ -94,6 +94,13 @@ void remote_lease_drop(remote *r);
 ** A pack with no map is wholly local. */
 int remote_attach(remote *r, struct store *st);
 
+/* Read every record of st from the bucket instead of its packs (ckptctl
+** verify --remote): st's packs are set aside for a packset in the empty
+** directory dir, filled from the bucket as records are read. Put back
+** with remote_read_all_done (dir is left to the caller to remove). */
+int remote_read_all_from(remote *r, struct store *st, const char *dir, packset **saved);
+void remote_read_all_done(remote *r, struct store *st, packset *saved);
+
 /* 1 if some of st's packs are only partly local (a copy of a bucket, or
 ** packs remote_evict dropped): its reads need remote_attach. url gets the
 ** store's remote (config remote), "" if none. */

@@ -3,7 +3,8 @@
 # Gateway, scripts/ceph-dev) and read back from it on a fresh store.
 #
 # A series is written through a mount (three versions of a model file, a
-# safetensors checkpoint, small files, a file deleted afterwards), then
+# safetensors checkpoint, small files, a file deleted afterwards, 40 MiB
+# of noise so that a pack is uploaded in parts), then
 # `ckptctl push` copies the store to s3://BUCKET/PREFIX; a second push sends
 # nothing. The store is then mounted read-only beside an empty NEWSTORE
 # mounted with -o remote=...,ro: the live tree and every version under
@@ -12,7 +13,8 @@
 # .have maps). The original store is deleted; a second fresh NEWSTORE still
 # reads every version byte-exact from the bucket alone. A later version
 # pushed is seen by the next mount of the first NEWSTORE. Last, with the
-# pack objects damaged in the bucket, reads fail with EIO, never wrong bytes.
+# pack objects damaged in the bucket, `ckptctl verify --remote` reports
+# them and reads fail with EIO, never wrong bytes.
 #
 # The gateway: $AWS_ENDPOINT_URL and keys from the environment when set,
 # else scripts/ceph-dev starts one in /var/tmp/ckptfs-ceph (and stops it at
@@ -100,6 +102,7 @@ cp "$MNT/run/ckpt.safetensors" "$REF/run/ckpt.safetensors"
 for i in $(seq 1 20); do put "small/s$i" $((i * 101)); done
 put gone.bin 300000
 rm "$MNT/gone.bin" "$REF/gone.bin"
+put big.bin $((40 << 20)) # a pack past 32 MiB: a multipart upload
 sync "$MNT"
 umount_fs
 
@@ -139,6 +142,9 @@ mount_at "$NEW" "$T/remote" "remote=$URL,ro"
 cmp "$REF/run/model.bin" "$T/remote/run/model.bin" || fail "the remount of NEWSTORE does not show the version pushed since"
 fusermount3 -u "$T/remote"
 
+"$CKPTCTL" verify --remote "$STORE" >"$T/vr" || fail "verify --remote of an intact bucket: $(cat "$T/vr")"
+grep -q ": 0 bad" "$T/vr" || fail "verify --remote says: $(cat "$T/vr")"
+
 # Damaged pack objects in the bucket: EIO, never wrong bytes.
 for obj in "$STORE"/packs/*.pack; do
     python3 - "$obj" "$T/bad.pack" <<'PY'
@@ -154,6 +160,7 @@ PY
         "$AWS_ENDPOINT_URL/${URL#s3://}/packs/$(basename "$obj")" ||
         fail "cannot damage the pack object $(basename "$obj")"
 done
+expect_status 3 "verify --remote of damaged objects" "$CKPTCTL" verify --remote "$STORE"
 mount_at "$T/new3" "$T/remote3" "remote=$URL,ro"
 bad=0
 for f in "$REF"/run/* ; do
