@@ -41,7 +41,8 @@ struct remote {
     struct store *st;
     int readonly;        /* st is a read-only copy of the bucket */
     pthread_mutex_t mu;  /* the table and the maps */
-    struct rpack *packs; /* by id */
+    struct rpack **packs; /* by id; an entry, once made, never moves (readers
+                             use it outside mu) */
     uint32_t npacks;
 };
 
@@ -66,7 +67,8 @@ int remote_open(const char *url, const char *endpoint, remote **out)
 void remote_close(remote *r)
 {
     if (!r) return;
-    for (uint32_t i = 0; i < r->npacks; i++) rpack_close(&r->packs[i]);
+    for (uint32_t i = 0; i < r->npacks; i++)
+        if (r->packs[i]) rpack_close(r->packs[i]), free(r->packs[i]);
     free(r->packs);
     s3_close(r->s);
     pthread_mutex_destroy(&r->mu);
@@ -541,13 +543,18 @@ static struct rpack *entry(remote *r, uint32_t id)
     if (id >= r->npacks) {
         uint32_t n = r->npacks ? r->npacks : 64;
         while (n <= id) n *= 2;
-        struct rpack *v = realloc(r->packs, n * sizeof *v);
+        struct rpack **v = realloc(r->packs, n * sizeof *v);
         if (!v) return NULL;
-        for (uint32_t i = r->npacks; i < n; i++)
-            v[i] = (struct rpack){.size = UINT64_MAX, .fd = -1, .hfd = -1};
+        memset(v + r->npacks, 0, (n - r->npacks) * sizeof *v);
         r->packs = v, r->npacks = n;
     }
-    return &r->packs[id];
+    if (!r->packs[id]) {
+        struct rpack *p = malloc(sizeof *p);
+        if (!p) return NULL;
+        *p = (struct rpack){.size = UINT64_MAX, .fd = -1, .hfd = -1};
+        r->packs[id] = p;
+    }
+    return r->packs[id];
 }
 
 static void rpack_close(struct rpack *p)
@@ -667,7 +674,7 @@ static void forget(void *ctx, uint32_t id)
     char name[32], hname[32];
     names(id, name, hname);
     pthread_mutex_lock(&r->mu);
-    struct rpack *p = id < r->npacks ? &r->packs[id] : NULL;
+    struct rpack *p = id < r->npacks ? r->packs[id] : NULL;
     if (p) rpack_close(p);
     unlinkat(pdir(r), hname, 0);
     pthread_mutex_unlock(&r->mu);
@@ -728,7 +735,8 @@ int remote_read_all_from(remote *r, struct store *st, const char *dir, packset *
 void remote_read_all_done(remote *r, struct store *st, packset *saved)
 {
     pthread_mutex_lock(&r->mu);
-    for (uint32_t i = 0; i < r->npacks; i++) rpack_close(&r->packs[i]);
+    for (uint32_t i = 0; i < r->npacks; i++)
+        if (r->packs[i]) rpack_close(r->packs[i]);
     pthread_mutex_unlock(&r->mu);
     pack_close(st->packs);
     st->packs = saved;
@@ -782,7 +790,7 @@ int remote_evict(remote *r, struct store *st, uint64_t keep, uint64_t *freed)
     before = use;
     for (uint32_t id = 1; rc == 0 && use > keep && id < local.n && id < limit; id++) {
         pthread_mutex_lock(&r->mu);
-        struct rpack *p = id < r->npacks ? &r->packs[id] : NULL;
+        struct rpack *p = id < r->npacks ? r->packs[id] : NULL;
         int sent = p && p->size != UINT64_MAX && p->size == local.v[id];
         pthread_mutex_unlock(&r->mu);
         if (!sent) continue; /* not in the bucket as it is here */
