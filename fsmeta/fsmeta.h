@@ -394,6 +394,10 @@ int fsmeta_chunk_move(fsmeta *m, uint64_t id, uint32_t pack, uint64_t off);
 ** no version has one. Where a mount looks for commits meta.db lost. */
 int fsmeta_last_manifest_pack(fsmeta *m, uint32_t *pack);
 
+/* Every pack some chunk row names, garbage rows included, ascending, to cb
+** (non-zero stops; a negative value is returned). */
+int fsmeta_packs_used(fsmeta *m, int (*cb)(void *ctx, uint32_t pack), void *ctx);
+
 /* Metadata consistency. Each problem found is reported through cb (a line
 ** of text); with repair, those that can be repaired are. Returns the number
 ** of problems (>= 0) or an error. */

@@ -27,6 +27,7 @@ const char *const fsm_check_sql[S_COUNT] = {
     [S_DATAVER] = "PRAGMA data_version",
     [S_LASTMANI] = "SELECT c.pack FROM version v JOIN chunk c ON c.id=v.manifest "
                    "WHERE v.manifest<>0 ORDER BY v.id DESC LIMIT 1",
+    [S_PACKSUSED] = "SELECT DISTINCT pack FROM chunk ORDER BY pack",
     [S_ORPHANDELTAS] =
         "SELECT d.id,d.pack,d.off,d.raw_len,d.stored_len,d.codec,d.hash,d.base,d.depth,"
         "d.chain,(SELECT t.width||' '||t.dtype FROM extent e JOIN tensor t ON t.ver=e.ver "
@@ -275,5 +276,18 @@ int fsmeta_last_manifest_pack(fsmeta *m, uint32_t *pack)
     int64_t v = 0;
     int rc = fsm_scalar(m, S_LASTMANI, 0, 0, &v);
     if (rc == 0) *pack = (uint32_t)v;
+    return rc;
+}
+
+int fsmeta_packs_used(fsmeta *m, int (*cb)(void *ctx, uint32_t pack), void *ctx)
+{
+    lock(m);
+    sqlite3_stmt *s = stmt(m, S_PACKSUSED);
+    int rc, stop = 0;
+    while (!stop && (rc = sqlite3_step(s)) == SQLITE_ROW)
+        stop = cb(ctx, (uint32_t)sqlite3_column_int64(s, 0));
+    rc = stop < 0 ? stop : rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : sql_err(m, rc);
+    done(s);
+    unlock(m);
     return rc;
 }

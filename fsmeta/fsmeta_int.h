@@ -35,7 +35,7 @@ enum {
     S_CHANGES, S_VERMIX, S_VERBASE,
     /* fsmeta_check.c: consistency checks and garbage collection */
     S_GCDEL, S_CHUNKMOVE, S_ALLCHUNKS, S_EXTCOUNT, S_SETREFS, S_ORPHANDELTAS, S_DATAVER,
-    S_LASTMANI,
+    S_LASTMANI, S_PACKSUSED,
     /* fsmeta_lossy.c: lossy re-encoding */
     S_RCNEXT, S_RCPREV, S_RCOLD, S_RCEXT, S_RCVER, S_RCINODE, S_RCDEPS, S_RCHEIGHT, S_RCREBASE,
     S_RCDESC, S_RCVSTORED, S_RCISTORED,

@@ -693,12 +693,20 @@ static int cmd_push(struct store *st, const struct opts *o)
     else if (fsmeta_config_get(st->meta, "remote", url, sizeof url) < 0)
         return fail(EX_USAGE, "push: no remote yet: give --remote s3://BUCKET/PREFIX");
     remote *r;
+    char real[PATH_MAX], who[512];
     int rc = remote_open(url, o->endpoint, &r);
     if (rc < 0) return rc;
+    /* the writer's lease, as a mount takes it: no other writer meanwhile */
+    rc = realpath(st->path, real) ? remote_lease_take(r, real, who, sizeof who) : -errno;
+    if (rc == -EBUSY) {
+        remote_close(r);
+        return fail(EX_BUSY, "push: %s is written by %s", url, who);
+    }
     struct remote_push_stats z;
-    rc = remote_push(r, st, 0, push_progress, NULL, &z);
+    if (rc == 0) rc = remote_push(r, st, 0, push_progress, NULL, &z);
     if (rc == 0) rc = fsmeta_config_set(st->meta, "remote", url);
     if (rc == 0) print_push(o, remote_url(r), &z, NULL);
+    remote_lease_drop(r);
     remote_close(r);
     return rc;
 }
@@ -909,7 +917,7 @@ int main(int argc, char **argv)
     store_close(st);
     remote_close(attached);
     if (rc == 1) return EX_PROBLEMS;
-    if (rc == EX_USAGE) return rc; /* said already */
+    if (rc > 1) return rc; /* EX_USAGE, EX_BUSY: said already */
     if (rc < 0)
         return fail(EX_FAIL, "%s: %s", c->name,
                     rc == -ENOENT && args[0] ? "no such path in the store's history"

@@ -393,9 +393,10 @@ static int open_remote(const struct cli *c, remote **out)
 {
     int rc = remote_open(c->remote, c->endpoint, out);
     if (rc == 0 && c->ro && (rc = remote_pull_meta(*out, c->store)) < 0)
-        fprintf(stderr, "ckptfs: %s: cannot fetch its metadata: %s\n", c->remote,
-                rc == -ENOENT ? "nothing pushed there yet" : strerror(-rc));
-    return rc;
+        fprintf(stderr, "ckptfs: %s: cannot fetch its metadata into %s: %s\n", c->remote,
+                c->store, rc == -ENOENT ? "nothing pushed there yet"
+                          : rc == -EBUSY ? "that copy is in use (mounted?)" : strerror(-rc));
+    return rc < 0 ? rc : 0;
 }
 
 /* A writing mount of a remote: the prefix's lease, and the remote

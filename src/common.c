@@ -105,3 +105,12 @@ int ck_is_zero(const void *buf, size_t len)
     /* First byte zero and every byte equal to its neighbour: zero throughout. */
     return p[0] == 0 && memcmp(p, p + 1, len - 1) == 0;
 }
+
+DIR *ck_dir_of(int fd)
+{
+    int d = dup(fd);
+    DIR *dir = d < 0 ? NULL : fdopendir(d);
+    if (!dir && d >= 0) close(d);
+    if (dir) rewinddir(dir); /* a duplicate shares the descriptor's offset */
+    return dir;
+}

@@ -9,6 +9,7 @@
 #ifndef CKPT_COMMON_H
 #define CKPT_COMMON_H
 
+#include <dirent.h>
 #include <errno.h>
 #include <stdint.h>
 #include <stddef.h>
@@ -52,6 +53,10 @@ static inline int ck_grow(void **v, size_t *cap, size_t len, size_t sz)
     *cap = ncap;
     return 0;
 }
+
+/* A directory stream over a duplicate of fd, from the directory's start;
+** fd stays open. NULL with errno on failure. */
+DIR *ck_dir_of(int fd);
 
 /* Little-endian stores and loads, for on-disk headers. */
 static inline void ck_put16(uint8_t *p, uint16_t v)

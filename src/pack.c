@@ -19,6 +19,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,7 +48,7 @@ struct packset {
     uint64_t direct;   /* records read with them */
     uint64_t direct_writes; /* records written with them */
     uint32_t nfds;
-    uint32_t max_id;   /* highest id on disk */
+    uint32_t max_id;   /* highest id ever created (max-id, or on disk) */
     uint32_t cur;      /* pack taking appends; 0 before the first append */
     struct pack_source src; /* fill NULL: every pack is local */
     uint64_t cur_end;  /* reserved end of cur */
@@ -85,6 +86,32 @@ static void pack_name(uint32_t id, char name[32])
     snprintf(name, 32, "%08u.pack", id);
 }
 
+/* max-id's number, 0 if it is missing or unreadable (the directory's
+** highest pack then decides). */
+static uint32_t read_max_id(int dfd)
+{
+    char t[16] = "";
+    int fd = openat(dfd, "max-id", O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd < 0 ? -1 : read(fd, t, sizeof t - 1);
+    if (fd >= 0) close(fd);
+    unsigned long v = n > 0 ? strtoul(t, NULL, 10) : 0;
+    return v <= UINT32_MAX ? (uint32_t)v : 0;
+}
+
+/* Record id as the highest created, durably once the directory is synced. */
+static int write_max_id(int dfd, uint32_t id)
+{
+    char t[16];
+    int n = snprintf(t, sizeof t, "%" PRIu32 "\n", id);
+    int fd = openat(dfd, "max-id.tmp", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) return -errno;
+    int rc = ck_pwrite_full(fd, t, (size_t)n, 0);
+    if (rc == 0 && fdatasync(fd) < 0) rc = -errno;
+    close(fd);
+    if (rc == 0 && renameat(dfd, "max-id.tmp", dfd, "max-id") < 0) rc = -errno;
+    return rc;
+}
+
 int pack_open(const char *dir, const struct pack_opts *o, packset **out)
 {
     if (!o->readonly && mkdir(dir, 0700) < 0 && errno != EEXIST) return -errno;
@@ -100,7 +127,8 @@ int pack_open(const char *dir, const struct pack_opts *o, packset **out)
     pthread_mutex_init(&ps->mu, NULL);
     pthread_rwlock_init(&ps->rl, NULL);
     pthread_cond_init(&ps->idle_cv, NULL);
-    DIR *d = fdopendir(dup(dfd));
+    ps->max_id = read_max_id(dfd);
+    DIR *d = ck_dir_of(dfd);
     if (d) {
         struct dirent *e;
         while ((e = readdir(d)) != NULL) {
@@ -255,6 +283,7 @@ static int start_pack(packset *ps)
     pack_name(id, name);
     int *slot = fd_slot(ps, id);
     if (!slot) return -ENOMEM;
+    CK_TRY(write_max_id(ps->dirfd, id)); /* made durable with the name below */
     int fd = openat(ps->dirfd, name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0) return -errno;
     uint8_t h[PACK_FILE_HDR];
@@ -370,7 +399,9 @@ uint32_t pack_seal_wait(packset *ps)
     pthread_mutex_lock(&ps->mu);
     uint32_t id = ps->cur ? ps->cur : ps->max_id;
     ps->cur = 0;
-    while (id && id < ps->nfds && ps->busy[id]) pthread_cond_wait(&ps->idle_cv, &ps->mu);
+    /* an append reserved before an earlier seal may still be writing below */
+    for (uint32_t i = 1; i <= id && i < ps->nfds; i++)
+        while (ps->busy[i]) pthread_cond_wait(&ps->idle_cv, &ps->mu);
     pthread_mutex_unlock(&ps->mu);
     return id;
 }
@@ -720,6 +751,7 @@ static int scan_records(packset *ps, uint32_t id, pack_scan_cb cb, void *ctx,
     uint64_t size;
     CK_TRY(pack_size(ps, id, &size));
     CK_TRY(get_fd(ps, id, &fd)); /* scanners (fsck, gc) do not race pack_remove */
+    if (ps->src.fill) CK_TRY(ps->src.fill(ps->src.ctx, id, 0, size)); /* read it all */
     uint8_t h[PACK_FILE_HDR];
     *bad_off = 0;
     if (size < PACK_FILE_HDR || ck_pread_full(fd, h, sizeof h, 0) < 0 ||

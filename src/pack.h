@@ -34,6 +34,11 @@
 ** to the disk directly (O_DIRECT), in whole 4096-byte pages. A scanner
 ** that finds no record header where one could start, and only zeros up to
 ** the next multiple of 4096, goes on from there.
+**
+** STORE/packs/max-id holds the highest pack id ever created, as decimal
+** text and a newline. Ids are never reused, even after gc removed the
+** highest pack: a pack id names one content for good, which copies of the
+** store elsewhere (remote.h) rely on.
 */
 #ifndef CKPT_PACK_H
 #define CKPT_PACK_H
@@ -69,7 +74,7 @@ struct pack_opts {
 };
 
 /* Open the packs directory (created if missing and not readonly). Appends go
-** to a new pack whose id is one past the highest present. */
+** to a new pack whose id is one past the highest ever created (max-id). */
 int pack_open(const char *dir, const struct pack_opts *o, packset **out);
 void pack_close(packset *ps);
 
@@ -174,16 +179,17 @@ void pack_set_source(packset *ps, const struct pack_source *src);
 /* The packs directory (a source keeps its copies there). */
 int pack_dirfd(packset *ps);
 
-/* Highest pack id present (0 when none) and the size of one pack file. */
+/* Highest pack id ever created (0 when none; it may be gone since) and the
+** size of one pack file. */
 uint32_t pack_max_id(packset *ps);
 /* The pack taking appends (or the next one to be created): it and those
 ** after it may still receive records, so gc leaves them alone. */
 uint32_t pack_limit(packset *ps);
 /* Close the pack taking appends to them: the next one starts a new pack. */
 void pack_seal(packset *ps);
-/* pack_seal, then wait until every append reserved in the pack it closed
-** is written: that pack and all below it are final. Returns its id (the
-** highest present when none was taking appends; 0 when there is none). */
+/* pack_seal, then wait until every append reserved in the pack it closed,
+** or in any pack below it, is written: those packs are final. Returns its
+** id (the highest created when none was taking appends; 0 when none). */
 uint32_t pack_seal_wait(packset *ps);
 int pack_size(packset *ps, uint32_t pack_id, uint64_t *size);
 

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -37,6 +38,9 @@ struct rpack {
 struct remote {
     s3 *s;
     char lease_store[4096]; /* the store holding the lease ("" none) */
+    int64_t lease_at;       /* when it was last written */
+    int lease_lost;         /* another took it: no more uploads */
+    int copy_lock;          /* a copy's STORE/lock, held (remote_pull_meta) */
     /* reads: */
     struct store *st;
     int readonly;        /* st is a read-only copy of the bucket */
@@ -60,6 +64,7 @@ int remote_open(const char *url, const char *endpoint, remote **out)
         return rc;
     }
     pthread_mutex_init(&r->mu, NULL);
+    r->copy_lock = -1;
     *out = r;
     return 0;
 }
@@ -71,11 +76,33 @@ void remote_close(remote *r)
         if (r->packs[i]) rpack_close(r->packs[i]), free(r->packs[i]);
     free(r->packs);
     s3_close(r->s);
+    if (r->copy_lock >= 0) close(r->copy_lock);
     pthread_mutex_destroy(&r->mu);
     free(r);
 }
 
 const char *remote_url(const remote *r) { return s3_url(r->s); }
+
+static void names(uint32_t id, char name[32], char hname[32])
+{
+    snprintf(name, 32, "%08" PRIu32 ".pack", id);
+    snprintf(hname, 32, "%08" PRIu32 ".have", id);
+}
+
+/* st is a read-only copy of a bucket (remote_pull_meta made it). */
+static int is_copy(struct store *st)
+{
+    return faccessat(st->dirfd, "remote.snapshot", F_OK, 0) == 0;
+}
+
+/* a and b name one bucket and prefix. */
+static int same_url(const char *a, const char *b)
+{
+    char ab[64], ap[1024], bb[64], bp[1024];
+    return s3_parse_url(a, ab, sizeof ab, ap, sizeof ap) == 0 &&
+           s3_parse_url(b, bb, sizeof bb, bp, sizeof bp) == 0 && !strcmp(ab, bb) &&
+           !strcmp(ap, bp);
+}
 
 static int pack_id_of(const char *name, const char *dir, uint32_t *id)
 {
@@ -131,9 +158,8 @@ static int list_packs(remote *r, struct sizes *z)
 ** take on disk. */
 static int list_local(int pdfd, struct sizes *z, uint64_t *disk)
 {
-    DIR *d = fdopendir(dup(pdfd));
+    DIR *d = ck_dir_of(pdfd);
     if (!d) return -errno;
-    rewinddir(d); /* a duplicate shares the descriptor's offset */
     struct dirent *e;
     struct stat sb;
     int rc = 0;
@@ -157,17 +183,25 @@ struct push {
     uint64_t base, total;
 };
 
+static void lease_tick(remote *r);
+
 static void on_part(void *ctx, uint64_t done)
 {
     struct push *p = ctx;
+    lease_tick(p->r); /* an upload may outlast the lease */
     if (p->cb) p->cb(p->ctx, p->base + done, p->total);
 }
 
 static int send_pack(struct push *p, int pdfd, uint32_t id, uint64_t size)
 {
-    char name[32], key[48];
-    snprintf(name, sizeof name, "%08" PRIu32 ".pack", id);
+    char name[32], hname[32], key[48];
+    names(id, name, hname);
     snprintf(key, sizeof key, "packs/%s", name);
+    if (faccessat(pdfd, hname, F_OK, 0) == 0) { /* holes read as zeros: never send */
+        ck_log(CK_LOG_ERR, "%s: lacks pack %" PRIu32 ", which is only partly here",
+               s3_url(p->r->s), id);
+        return -EIO;
+    }
     int fd = openat(pdfd, name, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return -errno;
     int rc = s3_put_fd(p->r->s, key, fd, 0, size, on_part, p);
@@ -195,10 +229,75 @@ static int file_hash(int fd, uint64_t *size, uint64_t *hash)
     return rc;
 }
 
-/* A snapshot of meta.db: STORE/remote-push.db, its size and hash. */
+/* Text: the packs a snapshot names, "ckptfs-packs 1\n" then one line
+** "FIRST LAST\n" per run of consecutive ids. */
+struct text {
+    char *t;
+    size_t n, cap;
+    uint32_t first, last; /* the run being built (first 0: none) */
+};
+
+static int text_add(struct text *x, const char *s)
+{
+    size_t k = strlen(s);
+    if (x->n + k + 1 > x->cap) {
+        size_t nc = (x->cap ? 2 * x->cap : 256) + k;
+        char *t = realloc(x->t, nc);
+        if (!t) return -ENOMEM;
+        x->t = t, x->cap = nc;
+    }
+    memcpy(x->t + x->n, s, k + 1);
+    x->n += k;
+    return 0;
+}
+
+static int run_flush(struct text *x)
+{
+    char line[32];
+    if (!x->first) return 0;
+    snprintf(line, sizeof line, "%" PRIu32 " %" PRIu32 "\n", x->first, x->last);
+    return text_add(x, line);
+}
+
+static int on_used(void *ctx, uint32_t id)
+{
+    struct text *x = ctx;
+    if (x->first && id == x->last + 1) {
+        x->last = id;
+        return 0;
+    }
+    int rc = run_flush(x);
+    x->first = x->last = id;
+    return rc;
+}
+
+/* Mark in *z (size 0) the ids of a packs text below limit. */
+static int parse_used(const char *t, uint32_t limit, struct sizes *z)
+{
+    unsigned v;
+    int k = 0;
+    if (sscanf(t, "ckptfs-packs %u\n%n", &v, &k) != 1 || v != 1 || k == 0) return -EIO;
+    for (const char *p = t + k; *p;) {
+        unsigned long a, b;
+        char *e;
+        a = strtoul(p, &e, 10);
+        if (*e != ' ') return -EIO;
+        b = strtoul(e + 1, &e, 10);
+        if (*e != '\n' || a == 0 || b < a) return -EIO;
+        for (unsigned long id = a; id <= b && id < limit; id++)
+            CK_TRY(sizes_set(z, (uint32_t)id, 0));
+        p = e + 1;
+    }
+    return 0;
+}
+
+/* A snapshot of meta.db (an unlinked file), its size, hash, name, and the
+** packs it names. */
 struct snap {
     int fd;
     uint64_t size, hash;
+    char key[40]; /* meta/NNNNNNNNNNNNNNNNNNNN */
+    struct text used;
 };
 
 static int take_snapshot(struct store *st, struct snap *sn)
@@ -207,48 +306,77 @@ static int take_snapshot(struct store *st, struct snap *sn)
     snprintf(path, sizeof path, "/proc/self/fd/%d/remote-push.db", st->dirfd);
     unlinkat(st->dirfd, "remote-push.db", 0);
     sn->fd = -1;
+    snprintf(sn->key, sizeof sn->key, "meta/%020" PRId64, ck_now_ns());
     CK_TRY(fsmeta_backup(st->meta, path));
     sn->fd = openat(st->dirfd, "remote-push.db", O_RDONLY | O_CLOEXEC);
     unlinkat(st->dirfd, "remote-push.db", 0); /* the descriptor keeps it */
     if (sn->fd < 0) return -errno;
+    /* Taken after the backup, the list can only name more packs than the
+    ** snapshot does: rows are added meanwhile, not moved or deleted (gc
+    ** and compaction run on the thread that pushes). */
+    CK_TRY(text_add(&sn->used, "ckptfs-packs 1\n"));
+    CK_TRY(fsmeta_packs_used(st->meta, on_used, &sn->used));
+    CK_TRY(run_flush(&sn->used));
     return file_hash(sn->fd, &sn->size, &sn->hash);
 }
 
-/* Upload the snapshot and point LATEST at it. */
+/* Upload the snapshot and its packs list, then point LATEST at it. */
 static int send_snapshot(remote *r, const struct snap *sn)
 {
     char key[64], latest[LATEST_MAX];
-    snprintf(key, sizeof key, "meta/%020" PRId64 ".db", ck_now_ns());
+    snprintf(key, sizeof key, "%s.db", sn->key);
     CK_TRY(s3_put_fd(r->s, key, sn->fd, 0, sn->size, NULL, NULL));
+    snprintf(key, sizeof key, "%s.packs", sn->key);
+    CK_TRY(s3_put_buf(r->s, key, sn->used.t, sn->used.n));
     int n = snprintf(latest, sizeof latest,
-                     "ckptfs-remote 1\nsnapshot %s\nsize %" PRIu64 "\nxxh3 %016" PRIx64 "\n",
-                     key, sn->size, sn->hash);
+                     "ckptfs-remote 1\nsnapshot %s.db\nsize %" PRIu64 "\nxxh3 %016" PRIx64 "\n",
+                     sn->key, sn->size, sn->hash);
     return s3_put_buf(r->s, LATEST, latest, (size_t)n);
 }
 
-/* Snapshot names in key order: the oldest first. */
+/* Snapshot names (meta/NNN, no suffix) in key order: the oldest first. */
 struct names {
-    char (*v)[64];
+    char (*v)[40];
     size_t n, cap;
 };
+
+static int snapshot_key(const char *key)
+{
+    if (strncmp(key, "meta/", 5) != 0 || strlen(key) != 28 || strcmp(key + 25, ".db") != 0)
+        return 0;
+    for (int i = 5; i < 25; i++)
+        if (key[i] < '0' || key[i] > '9') return 0;
+    return 1;
+}
 
 static int on_snapshot(void *ctx, const char *key, uint64_t size)
 {
     struct names *s = ctx;
     (void)size;
-    if (strncmp(key, "meta/", 5) != 0 || strlen(key) != 28 || strcmp(key + 25, ".db") != 0)
-        return 0;
+    if (!snapshot_key(key)) return 0;
     CK_TRY(ck_grow((void **)&s->v, &s->cap, s->n, sizeof *s->v));
-    snprintf(s->v[s->n++], 64, "%s", key);
+    snprintf(s->v[s->n++], 40, "%.25s", key);
     return 0;
 }
 
-static int trim_snapshots(remote *r)
+/* Delete all snapshots but the last REMOTE_KEEP_SNAPSHOTS and current
+** (whatever the clocks did); the names kept to *kept. */
+static int trim_snapshots(remote *r, const char *current, struct names *kept)
 {
     struct names s = {0};
     int rc = s3_list(r->s, "meta/", on_snapshot, &s);
-    for (size_t i = 0; rc == 0 && i + REMOTE_KEEP_SNAPSHOTS < s.n; i++)
-        rc = s3_delete(r->s, s.v[i]);
+    for (size_t i = 0; rc == 0 && i < s.n; i++) {
+        char key[64];
+        if (i + REMOTE_KEEP_SNAPSHOTS >= s.n || strcmp(s.v[i], current) == 0) {
+            rc = ck_grow((void **)&kept->v, &kept->cap, kept->n, sizeof *kept->v);
+            if (rc == 0) memcpy(kept->v[kept->n++], s.v[i], sizeof *s.v);
+            continue;
+        }
+        snprintf(key, sizeof key, "%s.db", s.v[i]);
+        rc = s3_delete(r->s, key);
+        snprintf(key, sizeof key, "%s.packs", s.v[i]);
+        if (rc == 0) rc = s3_delete(r->s, key);
+    }
     free(s.v);
     return rc;
 }
@@ -273,22 +401,45 @@ static int send_packs(struct push *p, int pdfd, const struct sizes *local,
     return 0;
 }
 
-/* Delete the bucket's packs up to id last that the store no longer has. */
-static int drop_packs(remote *r, const struct sizes *local, const struct sizes *have,
-                      uint32_t last, struct remote_push_stats *z)
+/* The packs some kept snapshot names, in *used; 1 if one of them has no
+** list (an older push): then nothing may be deleted. */
+static int kept_packs(remote *r, const struct names *kept, uint32_t limit, struct sizes *used)
 {
-    for (uint32_t id = 1; id <= last && id < have->n; id++) {
-        char key[48];
-        if (have->v[id] == UINT64_MAX || sizes_get(local, id) != UINT64_MAX) continue;
-        snprintf(key, sizeof key, "packs/%08" PRIu32 ".pack", id);
-        CK_TRY(s3_delete(r->s, key));
-        z->packs_deleted++;
+    size_t cap = 1 << 20, got = 0;
+    char *t = malloc(cap + 1), key[64];
+    int rc = t ? 0 : -ENOMEM;
+    for (size_t i = 0; rc == 0 && i < kept->n; i++) {
+        snprintf(key, sizeof key, "%s.packs", kept->v[i]);
+        rc = s3_get_buf(r->s, key, t, cap, &got);
+        if (rc == -ENOENT) rc = 1;
+        if (rc == 0) t[got] = 0, rc = parse_used(t, limit, used);
     }
-    return 0;
+    free(t);
+    return rc;
 }
 
-/* The bucket now holds packs up to last as local has them (and no others
-** up to last): what remote_evict may drop locally. */
+/* Delete the bucket's packs up to id last that the store no longer has
+** and no kept snapshot names. */
+static int drop_packs(remote *r, const struct sizes *local, const struct sizes *have,
+                      uint32_t last, const struct names *kept, struct remote_push_stats *z)
+{
+    struct sizes used = {0};
+    int rc = kept_packs(r, kept, have->n, &used);
+    for (uint32_t id = 1; rc == 0 && id <= last && id < have->n; id++) {
+        char key[48];
+        if (have->v[id] == UINT64_MAX || sizes_get(local, id) != UINT64_MAX ||
+            sizes_get(&used, id) != UINT64_MAX)
+            continue;
+        snprintf(key, sizeof key, "packs/%08" PRIu32 ".pack", id);
+        rc = s3_delete(r->s, key);
+        if (rc == 0) z->packs_deleted++;
+    }
+    free(used.v);
+    return rc > 0 ? 0 : rc;
+}
+
+/* The bucket now holds packs up to last as local has them: what
+** remote_evict may drop locally. */
 static void note_sent(remote *r, const struct sizes *local, uint32_t last)
 {
     pthread_mutex_lock(&r->mu);
@@ -300,6 +451,25 @@ static void note_sent(remote *r, const struct sizes *local, uint32_t last)
     pthread_mutex_unlock(&r->mu);
 }
 
+/* st may push to r: not a read-only copy, and not a store whose dropped
+** packs live in another bucket. */
+static int may_push(remote *r, struct store *st)
+{
+    char url[1024];
+    if (is_copy(st)) {
+        ck_log(CK_LOG_ERR, "%s is a read-only copy of a bucket: push from the store that "
+               "wrote it", st->path);
+        return -EROFS;
+    }
+    if (r->lease_lost) return -EBUSY; /* said when it was lost */
+    if (remote_needed(st, url, sizeof url) && !same_url(url, s3_url(r->s))) {
+        ck_log(CK_LOG_ERR, "some packs of %s are only in %s: it cannot push to %s", st->path,
+               url[0] ? url : "another bucket", s3_url(r->s));
+        return -EXDEV;
+    }
+    return 0;
+}
+
 int remote_push(remote *r, struct store *st, int live, remote_progress_cb cb, void *ctx,
                 struct remote_push_stats *out)
 {
@@ -307,8 +477,12 @@ int remote_push(remote *r, struct store *st, int live, remote_progress_cb cb, vo
     struct remote_push_stats z = {0};
     struct push p = {.r = r, .cb = cb, .ctx = ctx};
     struct snap sn = {.fd = -1};
-    int pdfd = openat(st->dirfd, "packs", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    int rc = pdfd < 0 ? -errno : remote_claim(r, st);
+    struct names kept = {0};
+    int rc = may_push(r, st);
+    int pdfd = rc < 0 ? -1 : openat(st->dirfd, "packs", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (rc == 0 && pdfd < 0) rc = -errno;
+    if (rc == 0) lease_tick(r);
+    if (rc == 0) rc = remote_claim(r, st);
     if (rc == 0) rc = take_snapshot(st, &sn);
     /* Every record the snapshot names is in a pack up to the one taking
     ** appends now; sealed and its appends written, those are final. */
@@ -317,11 +491,13 @@ int remote_push(remote *r, struct store *st, int live, remote_progress_cb cb, vo
     if (rc == 0) rc = list_local(pdfd, &local, NULL);
     if (rc == 0) rc = send_packs(&p, pdfd, &local, &have, last, &z);
     if (rc == 0) rc = send_snapshot(r, &sn);
-    if (rc == 0) rc = drop_packs(r, &local, &have, last, &z);
     if (rc == 0) note_sent(r, &local, last);
-    if (rc == 0) rc = trim_snapshots(r);
+    if (rc == 0) rc = trim_snapshots(r, sn.key, &kept);
+    if (rc == 0) rc = drop_packs(r, &local, &have, last, &kept, &z);
     if (sn.fd >= 0) close(sn.fd);
     if (pdfd >= 0) close(pdfd);
+    free(sn.used.t);
+    free(kept.v);
     free(have.v);
     free(local.v);
     if (out) *out = z;
@@ -338,11 +514,13 @@ struct latest {
 static int parse_latest(const char *t, struct latest *l)
 {
     unsigned v;
-    char hex[17];
-    if (sscanf(t, "ckptfs-remote %u\nsnapshot %63s\nsize %" SCNu64 "\nxxh3 %16s", &v,
-               l->snapshot, &l->size, hex) != 4 || v != 1 || strncmp(l->snapshot, "meta/", 5))
+    char hex[17] = "", *end;
+    int k = 0;
+    if (sscanf(t, "ckptfs-remote %u\nsnapshot %63s\nsize %" SCNu64 "\nxxh3 %16[0-9a-f]\n%n", &v,
+               l->snapshot, &l->size, hex, &k) != 4 || v != 1 || k == 0 || t[k] ||
+        strlen(hex) != 16 || !snapshot_key(l->snapshot))
         return -EIO;
-    l->hash = strtoull(hex, NULL, 16);
+    l->hash = strtoull(hex, &end, 16);
     return 0;
 }
 
@@ -403,27 +581,50 @@ static int fetch_snapshot(remote *r, int dfd, const struct latest *l)
     return rc;
 }
 
+/* Hold store_path's lock for as long as r lives: one mount of a copy at
+** a time, and none while ckptctl changes it. A daemon just unmounted may
+** hold it a moment longer: wait up to 5 s. */
+static int lock_copy(remote *r, int dfd)
+{
+    int fd = openat(dfd, "lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600), rc = 0;
+    if (fd < 0) return -errno;
+    for (int i = 0; i < 100 && (rc = flock(fd, LOCK_EX | LOCK_NB)) < 0 &&
+                    errno == EWOULDBLOCK; i++)
+        usleep(50000);
+    if (rc < 0) {
+        rc = errno == EWOULDBLOCK ? -EBUSY : -errno;
+        close(fd);
+        return rc;
+    }
+    r->copy_lock = fd;
+    return 0;
+}
+
+static int pull_into(remote *r, int dfd)
+{
+    if (faccessat(dfd, "meta.db", F_OK, 0) == 0 && faccessat(dfd, "remote.snapshot", F_OK, 0) < 0)
+        return 1; /* a store of its own: its metadata is newer than any push */
+    CK_TRY(lock_copy(r, dfd));
+    /* what a store opened read-only expects to find */
+    if ((mkdirat(dfd, "packs", 0700) < 0 && errno != EEXIST) ||
+        (mkdirat(dfd, "staging", 0700) < 0 && errno != EEXIST))
+        return -errno;
+    struct latest l;
+    char have[80];
+    CK_TRY(read_latest(r, &l));
+    recorded(dfd, have, sizeof have);
+    if (strcmp(have, l.snapshot) == 0 && faccessat(dfd, "meta.db", F_OK, 0) == 0) return 0;
+    CK_TRY(fetch_snapshot(r, dfd, &l));
+    CK_TRY(write_small(dfd, "remote.snapshot", l.snapshot));
+    return fsync(dfd) < 0 ? -errno : 0;
+}
+
 int remote_pull_meta(remote *r, const char *store_path)
 {
     if (mkdir(store_path, 0700) < 0 && errno != EEXIST) return -errno;
     int dfd = open(store_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd < 0) return -errno;
-    /* what a store opened read-only expects to find */
-    if ((mkdirat(dfd, "packs", 0700) < 0 && errno != EEXIST) ||
-        (mkdirat(dfd, "staging", 0700) < 0 && errno != EEXIST)) {
-        int rc = -errno;
-        close(dfd);
-        return rc;
-    }
-    struct latest l;
-    char have[80];
-    int rc = read_latest(r, &l);
-    recorded(dfd, have, sizeof have);
-    if (rc == 0 && (strcmp(have, l.snapshot) != 0 || faccessat(dfd, "meta.db", F_OK, 0) < 0)) {
-        rc = fetch_snapshot(r, dfd, &l);
-        if (rc == 0) rc = write_small(dfd, "remote.snapshot", l.snapshot);
-        if (rc == 0 && fsync(dfd) < 0) rc = -errno;
-    }
+    int rc = pull_into(r, dfd);
     close(dfd);
     return rc;
 }
@@ -459,6 +660,7 @@ int remote_claim(remote *r, struct store *st)
 /* ---- the lease ---- */
 
 #define LEASE "lease"
+#define LEASE_MAX 8192
 
 struct holder {
     char host[256], store[4096];
@@ -473,6 +675,17 @@ static int parse_lease(const char *t, struct holder *h)
                   h->host, &h->pid, h->store, &h->renewed) == 5 && v == 1 ? 0 : -EIO;
 }
 
+/* The lease as the bucket has it: -ENOENT none, -EIO unreadable. */
+static int get_holder(remote *r, struct holder *h)
+{
+    char *t = malloc(LEASE_MAX + 1);
+    size_t got = 0;
+    int rc = t ? s3_get_buf(r->s, LEASE, t, LEASE_MAX, &got) : -ENOMEM;
+    if (rc == 0) t[got] = 0, rc = parse_lease(t, h);
+    free(t);
+    return rc;
+}
+
 /* 1 if the holder h no longer holds: stale, or a process of this host that is gone. */
 static int lease_free(const struct holder *h)
 {
@@ -482,27 +695,35 @@ static int lease_free(const struct holder *h)
     return strcmp(h->host, me) == 0 && kill((pid_t)h->pid, 0) < 0 && errno == ESRCH;
 }
 
-/* Write the lease as held by this process now (a daemon renews it after
-** it forked: the pid changes). */
+/* 1 if h is this mount: this host and this store (one mount per store on a
+** host; the pid changes when the daemon forks). */
+static int lease_mine(remote *r, const struct holder *h)
+{
+    char me[256] = "";
+    gethostname(me, sizeof me - 1);
+    return strcmp(h->host, me) == 0 && strcmp(h->store, r->lease_store) == 0;
+}
+
+/* Write the lease as held by this process now. */
 static int put_lease(remote *r)
 {
-    char host[256] = "", t[LATEST_MAX + 4096];
+    char host[256] = "", t[LEASE_MAX];
     gethostname(host, sizeof host - 1);
+    int64_t now = ck_now_ns();
     int n = snprintf(t, sizeof t,
                      "ckptfs-lease 1\nholder %s %ld\nstore %s\nrenewed %" PRId64 "\n",
-                     host, (long)getpid(), r->lease_store, ck_now_ns());
-    return s3_put_buf(r->s, LEASE, t, (size_t)n);
+                     host, (long)getpid(), r->lease_store, now);
+    int rc = s3_put_buf(r->s, LEASE, t, (size_t)n);
+    if (rc == 0) r->lease_at = now;
+    return rc;
 }
 
 int remote_lease_take(remote *r, const char *store_real, char *who, size_t cap)
 {
-    char t[LATEST_MAX + 1];
-    size_t got = 0;
     struct holder h;
-    int rc = s3_get_buf(r->s, LEASE, t, LATEST_MAX, &got);
-    if (rc < 0 && rc != -ENOENT) return rc;
-    t[rc == 0 ? got : 0] = 0;
-    if (rc == 0 && parse_lease(t, &h) == 0 && !lease_free(&h)) {
+    int rc = get_holder(r, &h);
+    if (rc < 0 && rc != -ENOENT && rc != -EIO) return rc;
+    if (rc == 0 && !lease_free(&h)) {
         snprintf(who, cap, "%s pid %ld (store %s), renewed %" PRId64 " s ago", h.host, h.pid,
                  h.store, (ck_now_ns() - h.renewed) / 1000000000);
         return -EBUSY;
@@ -515,13 +736,34 @@ int remote_lease_take(remote *r, const char *store_real, char *who, size_t cap)
 
 int remote_lease_renew(remote *r)
 {
-    return r->lease_store[0] ? put_lease(r) : 0;
+    if (!r->lease_store[0]) return 0;
+    if (r->lease_lost) return -EBUSY;
+    struct holder h;
+    int rc = get_holder(r, &h);
+    if (rc == 0 && !lease_mine(r, &h)) {
+        ck_log(CK_LOG_ERR, "%s: %s pid %ld (store %s) took the lease while this mount held "
+               "it (not renewed in time): uploads stop here", s3_url(r->s), h.host, h.pid,
+               h.store);
+        r->lease_lost = 1;
+        return -EBUSY;
+    }
+    return rc < 0 && rc != -ENOENT && rc != -EIO ? rc : put_lease(r);
+}
+
+/* Renew the lease if a quarter of its time has passed (long uploads). */
+static void lease_tick(remote *r)
+{
+    if (r->lease_store[0] && ck_now_ns() - r->lease_at > REMOTE_LEASE_NS / 4 &&
+        remote_lease_renew(r) < 0 && !r->lease_lost)
+        ck_log(CK_LOG_WARN, "cannot renew the lease of %s", s3_url(r->s));
 }
 
 void remote_lease_drop(remote *r)
 {
     if (!r->lease_store[0]) return;
-    if (s3_delete(r->s, LEASE) < 0)
+    struct holder h;
+    if (!r->lease_lost && get_holder(r, &h) == 0 && lease_mine(r, &h) &&
+        s3_delete(r->s, LEASE) < 0)
         ck_log(CK_LOG_WARN, "%s: could not drop the lease; it lapses in %lld s", s3_url(r->s),
                REMOTE_LEASE_NS / 1000000000);
     r->lease_store[0] = 0;
@@ -530,12 +772,6 @@ void remote_lease_drop(remote *r)
 /* ---- reads from the bucket ---- */
 
 static int pdir(remote *r) { return pack_dirfd(r->st->packs); }
-
-static void names(uint32_t id, char name[32], char hname[32])
-{
-    snprintf(name, 32, "%08" PRIu32 ".pack", id);
-    snprintf(hname, 32, "%08" PRIu32 ".have", id);
-}
 
 /* The entry of pack id, the table grown to hold it; caller holds mu. */
 static struct rpack *entry(remote *r, uint32_t id)
@@ -575,8 +811,9 @@ static int open_partial(remote *r, uint32_t id, struct rpack *p, uint64_t size, 
     names(id, name, hname);
     int dfd = pdir(r), fl = O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0);
     uint64_t n = (size + REMOTE_GRANULE - 1) / REMOTE_GRANULE;
-    p->fd = openat(dfd, name, fl, 0600);
-    p->hfd = p->fd < 0 ? -1 : openat(dfd, hname, fl, 0600);
+    /* the map first: a pack file without one would pass for wholly local */
+    p->hfd = openat(dfd, hname, fl, 0600);
+    p->fd = p->hfd < 0 ? -1 : openat(dfd, name, fl, 0600);
     p->have = calloc(n ? n : 1, 1);
     int rc = p->fd < 0 || p->hfd < 0 ? -errno : p->have ? 0 : -ENOMEM;
     if (rc == 0 && create && ftruncate(p->fd, (off_t)size) < 0) rc = -errno;
@@ -675,7 +912,7 @@ static void forget(void *ctx, uint32_t id)
     names(id, name, hname);
     pthread_mutex_lock(&r->mu);
     struct rpack *p = id < r->npacks ? r->packs[id] : NULL;
-    if (p) rpack_close(p);
+    if (p) rpack_close(p), p->size = UINT64_MAX; /* the next push deletes it */
     unlinkat(pdir(r), hname, 0);
     pthread_mutex_unlock(&r->mu);
 }
@@ -683,6 +920,13 @@ static void forget(void *ctx, uint32_t id)
 int remote_attach(remote *r, struct store *st)
 {
     struct sizes z = {0};
+    char url[1024];
+    if (!is_copy(st) && remote_needed(st, url, sizeof url) && url[0] &&
+        !same_url(url, s3_url(r->s))) {
+        ck_log(CK_LOG_ERR, "some packs of %s are only in %s, not in %s", st->path, url,
+               s3_url(r->s));
+        return -EXDEV;
+    }
     int rc = list_packs(r, &z);
     pthread_mutex_lock(&r->mu);
     for (uint32_t i = 0; rc == 0 && i < z.n; i++) {
@@ -701,10 +945,9 @@ int remote_attach(remote *r, struct store *st)
 
 int remote_needed(struct store *st, char *url, size_t cap)
 {
-    DIR *d = fdopendir(dup(pack_dirfd(st->packs)));
+    DIR *d = ck_dir_of(pack_dirfd(st->packs));
     struct dirent *e;
     int found = 0;
-    if (d) rewinddir(d); /* the duplicate shares the descriptor's offset */
     while (d && !found && (e = readdir(d)) != NULL) {
         size_t n = strlen(e->d_name);
         found = n > 5 && strcmp(e->d_name + n - 5, ".have") == 0;

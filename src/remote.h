@@ -8,7 +8,12 @@
 **   meta/NNNNNNNNNNNNNNNNNNNN.db
 **                         a snapshot of meta.db (SQLite's online backup),
 **                         named by its time in ns, 20 digits; the last
-**                         REMOTE_KEEP_SNAPSHOTS are kept
+**                         REMOTE_KEEP_SNAPSHOTS are kept, and the one
+**                         LATEST names
+**   meta/NNNNNNNNNNNNNNNNNNNN.packs
+**                         the packs that snapshot names, text lines:
+**                           ckptfs-packs 1
+**                           FIRST LAST   (a run of pack ids, decimal)
 **   store                 "ckptfs-store ID\n": the store whose copy this is (ID:
 **                         32 hex digits, config key store_id); a push or a
 **                         writing mount of another store is refused
@@ -23,10 +28,12 @@
 **                           size BYTES
 **                           xxh3 16 hex digits of XXH3-64 of the snapshot
 **
-** A push uploads in that order (packs, then the snapshot, then LATEST), so
-** LATEST never names a snapshot whose records are not all in the bucket,
-** and deletes the packs the store no longer has only after LATEST no
-** longer names them.
+** A push uploads in that order (packs, then the snapshot and its packs
+** list, then LATEST), so LATEST never names a snapshot whose records are
+** not all in the bucket. Then it deletes the old snapshots, then the packs
+** the store no longer has that no kept snapshot names: a reader of any
+** kept snapshot finds every record it names. Pack ids are never reused
+** (pack.h), so an id names one object for good.
 **
 ** A store read from a bucket keeps what it fetched in its own packs/
 ** directory: NNNNNNNN.pack is a sparse file of the remote size, and
@@ -69,7 +76,10 @@ int remote_push(remote *r, struct store *st, int live, remote_progress_cb cb, vo
 
 /* Make store_path/meta.db the snapshot LATEST names, unless it is already
 ** (store_path/remote.snapshot records which). Verified by size and hash
-** before it replaces anything. -ENOENT: the bucket holds no snapshot. */
+** before it replaces anything. The copy's lock is held until remote_close
+** (-EBUSY: it is in use). Returns 1, pulling nothing, when store_path is a
+** store of its own (meta.db and no remote.snapshot). -ENOENT: the bucket
+** holds no snapshot. */
 int remote_pull_meta(remote *r, const char *store_path);
 
 /* Make sure the prefix is st's copy (the object "store"), claiming an

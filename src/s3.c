@@ -26,6 +26,7 @@
 struct s3 {
     char endpoint[256], region[64], bucket[64], prefix[512], url[640];
     char *userpwd; /* KEY:SECRET, handed to curl only */
+    char *token;   /* "x-amz-security-token: ..." for temporary credentials, or NULL */
     char sigv4[96];
     int retries, tls;
     pthread_mutex_t mu;
@@ -52,6 +53,7 @@ struct req {
     /* what came back */
     CURL *h;
     long status;
+    curl_off_t length; /* Content-Length, -1 unknown */
     char etag[128];
 };
 
@@ -175,12 +177,13 @@ static void build_url(const s3 *s, const struct req *r, char *url, size_t cap)
                  s->prefix[0] ? "/" : "", r->key, r->query ? "?" : "", r->query ? r->query : "");
 }
 
-static struct curl_slist *headers(const struct req *r)
+static struct curl_slist *headers(const s3 *s, const struct req *r)
 {
     char range[96];
     /* No "Expect:" to suppress 100-continue: curl 7.88 signs the empty
     ** header it then does not send, and the signature fails. */
     struct curl_slist *l = curl_slist_append(NULL, "x-amz-content-sha256: UNSIGNED-PAYLOAD");
+    if (l && s->token) l = curl_slist_append(l, s->token); /* signed with the rest */
     if (l && r->range_len) {
         snprintf(range, sizeof range, "Range: bytes=%llu-%llu",
                  (unsigned long long)r->range_off,
@@ -216,7 +219,7 @@ static CURLcode perform(s3 *s, struct req *r, CURL *h)
 {
     char url[2048];
     build_url(s, r, url, sizeof url);
-    struct curl_slist *hl = headers(r);
+    struct curl_slist *hl = headers(s, r);
     curl_easy_setopt(h, CURLOPT_URL, url);
     curl_easy_setopt(h, CURLOPT_AWS_SIGV4, s->sigv4);
     curl_easy_setopt(h, CURLOPT_USERPWD, s->userpwd);
@@ -233,6 +236,8 @@ static CURLcode perform(s3 *s, struct req *r, CURL *h)
     set_method(h, r);
     CURLcode cc = curl_easy_perform(h);
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &r->status);
+    if (curl_easy_getinfo(h, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &r->length) != CURLE_OK)
+        r->length = -1;
     curl_slist_free_all(hl);
     return cc;
 }
@@ -342,6 +347,9 @@ int s3_open(const struct s3_cfg *cfg, s3 **out)
         return -ENOMEM;
     }
     snprintf(s->userpwd, ul, "%s:%s", key, sec);
+    const char *tok = getenv("AWS_SESSION_TOKEN");
+    if (tok && *tok && (s->token = malloc(strlen(tok) + 32)) != NULL)
+        sprintf(s->token, "x-amz-security-token: %s", tok);
     const char *env = getenv("CKPTFS_S3_RETRIES");
     s->retries = cfg->retries > 0 ? cfg->retries : env && atoi(env) >= 0 ? atoi(env) : S3_RETRIES;
     pthread_mutex_init(&s->mu, NULL);
@@ -355,6 +363,8 @@ void s3_close(s3 *s)
     for (int i = 0; i < s->nidle; i++) curl_easy_cleanup(s->idle[i]);
     explicit_bzero(s->userpwd, strlen(s->userpwd));
     free(s->userpwd);
+    if (s->token) explicit_bzero(s->token, strlen(s->token));
+    free(s->token);
     pthread_mutex_destroy(&s->mu);
     free(s);
 }
@@ -480,6 +490,11 @@ int s3_get_range(s3 *s, const char *key, uint64_t off, size_t len, void *buf, si
     r.range_off = off;
     r.range_len = len;
     int rc = run(s, &r);
+    /* a server that ignores Range answers 200 with the object from byte 0 */
+    if (rc == 0 && r.status != 206 && off != 0) {
+        ck_log(CK_LOG_ERR, "GET %s/%s: the server ignored the byte range", s->url, key);
+        rc = -EIO;
+    }
     *got = r.got;
     free(r.text);
     return rc;
@@ -510,12 +525,9 @@ int s3_head(s3 *s, const char *key, uint64_t *size)
 {
     struct req r = req_new("HEAD", key, NULL);
     int rc = run(s, &r);
-    curl_off_t cl = -1;
-    if (rc == 0 && curl_easy_getinfo(r.h, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &cl) != CURLE_OK)
-        cl = -1;
     free(r.text);
-    if (rc == 0 && cl < 0) rc = -EIO;
-    if (rc == 0) *size = (uint64_t)cl;
+    if (rc == 0 && r.length < 0) rc = -EIO;
+    if (rc == 0) *size = (uint64_t)r.length;
     return rc;
 }
 
@@ -533,15 +545,16 @@ static int list_page(s3 *s, const char *text, size_t tlen, s3_list_cb cb, void *
 {
     char item[4096], key[1024], size[32], trunc[8] = "";
     size_t pos = 0, plen = strlen(s->prefix) + (s->prefix[0] ? 1 : 0);
-    while (s3_xml_next(text, tlen, &pos, "Contents", item, sizeof item) == 0) {
+    int rc;
+    while ((rc = s3_xml_next(text, tlen, &pos, "Contents", item, sizeof item)) == 0) {
         size_t ip = 0, sp = 0;
         if (s3_xml_next(item, strlen(item), &ip, "Key", key, sizeof key) < 0 ||
             s3_xml_next(item, strlen(item), &sp, "Size", size, sizeof size) < 0 ||
             strlen(key) < plen)
             return -EIO;
-        int rc = cb(ctx, key + plen, strtoull(size, NULL, 10));
-        if (rc) return rc;
+        if ((rc = cb(ctx, key + plen, strtoull(size, NULL, 10))) != 0) return rc;
     }
+    if (rc != -ENOENT) return -EIO; /* an entry too long: never skip one */
     pos = 0;
     s3_xml_next(text, tlen, &pos, "IsTruncated", trunc, sizeof trunc);
     pos = 0;

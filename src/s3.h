@@ -31,8 +31,8 @@ struct s3_cfg {
 };
 
 /* Parse cfg->url, read the credentials and region from the environment
-** (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION or
-** AWS_DEFAULT_REGION, default us-east-1). -EINVAL with a message for a bad
+** (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN if set,
+** AWS_REGION or AWS_DEFAULT_REGION, default us-east-1). -EINVAL with a message for a bad
 ** URL or missing credentials. */
 int s3_open(const struct s3_cfg *cfg, s3 **out);
 void s3_close(s3 *s);
@@ -41,7 +41,8 @@ const char *s3_url(const s3 *s);
 
 /* Split s3://BUCKET[/PREFIX] (pure): bucket and prefix into the buffers,
 ** prefix without leading or trailing '/'. -EINVAL unless the bucket is
-** 3-63 of [a-z0-9.-] and the prefix only of [A-Za-z0-9/._-]. */
+** 3-63 of [a-z0-9.-] and the prefix only of [A-Za-z0-9/._-], with no
+** empty, "." or ".." segment. */
 int s3_parse_url(const char *url, char *bucket, size_t bcap, char *prefix, size_t pcap);
 
 /* PUT key with the len bytes of fd from off; above a part size (32 MiB)

@@ -40,6 +40,14 @@ int s3_parse_url(const char *url, char *bucket, size_t bcap, char *prefix, size_
     if (pn >= pcap) return -EINVAL;
     for (size_t i = 0; i < pn; i++)
         if (!key_char_ok(p[i]) || (p[i] == '/' && i && p[i - 1] == '/')) return -EINVAL;
+    /* "." and ".." segments: a URL path that clients normalise away */
+    for (size_t i = 0; i < pn;) {
+        size_t k = i;
+        while (k < pn && p[k] != '/') k++;
+        if ((k - i == 1 && p[i] == '.') || (k - i == 2 && p[i] == '.' && p[i + 1] == '.'))
+            return -EINVAL;
+        i = k + 1;
+    }
     memcpy(prefix, p, pn);
     prefix[pn] = 0;
     return 0;

@@ -679,7 +679,7 @@ static int by_name(const void *a, const void *b)
 /* Remove all but the newest keep backups (their names sort by time). */
 static void rotate_backups(int dfd, int keep)
 {
-    DIR *d = fdopendir(dup(dfd));
+    DIR *d = ck_dir_of(dfd);
     char *names[4096];
     size_t n = 0;
     struct dirent *e;

@@ -75,6 +75,16 @@ PY
     dd if="$REF/$1" of="$MNT/$1" bs=1M conv=fsync status=none
 }
 
+# s3curl URL-PATH [curl args]: a signed request to the gateway.
+s3curl()
+{
+    local path=$1
+    shift
+    curl -sf --aws-sigv4 "aws:amz:${AWS_REGION:-us-east-1}:s3" \
+        --user "$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY" \
+        -H "x-amz-content-sha256: UNSIGNED-PAYLOAD" "$@" "$AWS_ENDPOINT_URL/$path"
+}
+
 # mount_at STORE DIR OPTS: a second mount beside $MNT, unmounted at exit.
 mount_at()
 {
@@ -123,6 +133,9 @@ echo "$err" | grep -q "Read-only file system" || fail "a write to the remote mou
 ls "$NEW"/packs/*.have >/dev/null 2>&1 || fail "NEWSTORE keeps no fetched granule maps"
 fusermount3 -u "$T/local"
 fusermount3 -u "$T/remote"
+STORE=$NEW wait_daemon_gone
+err=$("$CKPTCTL" push --remote "$URL" "$NEW" 2>&1) && fail "a push from a read-only copy was not refused"
+echo "$err" | grep -q "read-only copy" || fail "the refusal of a push from a copy says: $err"
 
 # The original store gone: a fresh NEWSTORE reads from the bucket alone.
 mv "$STORE" "$T/store.kept"
@@ -142,6 +155,44 @@ mount_at "$NEW" "$T/remote" "remote=$URL,ro"
 cmp "$REF/run/model.bin" "$T/remote/run/model.bin" || fail "the remount of NEWSTORE does not show the version pushed since"
 fusermount3 -u "$T/remote"
 
+# -o remote=,ro on a store of its own reads its own metadata, never the bucket's.
+sum=$(sha256sum "$STORE/meta.db")
+mount_at "$STORE" "$T/ownro" "remote=$URL,ro"
+same_trees "$REF" "$T/ownro" "a store of its own mounted ro with remote="
+fusermount3 -u "$T/ownro"
+[ "$sum" = "$(sha256sum "$STORE/meta.db")" ] ||
+    fail "a read-only mount with remote= replaced the store's own meta.db"
+[ ! -e "$STORE/remote.snapshot" ] || fail "a store of its own became a copy"
+
+# Packs compacted away locally stay in the bucket while a kept snapshot
+# names them: a reader of the previous LATEST still reads every byte.
+cp -a "$REF" "$T/ref.old"
+s3curl "${URL#s3://}/meta/LATEST" -o "$T/latest.old" || fail "cannot read LATEST"
+mount_fs keep_all
+rm "$MNT/big.bin" "$REF/big.bin"
+umount_fs
+"$CKPTCTL" prune --keep-last 1 "$STORE" >/dev/null || fail "prune failed"
+"$CKPTCTL" gc --threshold 100 "$STORE" >/dev/null || fail "gc failed"
+[ ! -e "$STORE/packs/00000001.pack" ] || fail "gc --threshold 100 kept pack 1"
+out=$("$CKPTCTL" push "$STORE") || fail "push after gc failed: $out"
+echo "$out" | grep -q ", 0 deleted" || fail "a push deleted packs a kept snapshot names: $out"
+s3curl "${URL#s3://}/meta/LATEST" -T "$T/latest.old" || fail "cannot put LATEST back"
+mount_at "$T/new4" "$T/remote4" "remote=$URL,ro"
+same_trees "$T/ref.old" "$T/remote4" "the previous snapshot after its packs were compacted away"
+fusermount3 -u "$T/remote4"
+deleted=0
+for i in 1 2 3 4; do
+    out=$("$CKPTCTL" push --json "$STORE") || fail "push $i failed: $out"
+    n=$(echo "$out" | sed -n 's/.*"packs_deleted": \([0-9]*\).*/\1/p')
+    deleted=$((deleted + n))
+done
+[ "$deleted" -ge 1 ] || fail "packs no kept snapshot names were not deleted: $out"
+s3curl "$BUCKET?list-type=2&prefix=${URL#s3://"$BUCKET"/}/packs/00000001.pack" | grep -q "<Key>" &&
+    fail "pack 1, which no kept snapshot names, is still in the bucket"
+mount_at "$T/new5" "$T/remote5" "remote=$URL,ro"
+same_trees "$REF" "$T/remote5" "live tree after the old packs were deleted in the bucket"
+fusermount3 -u "$T/remote5"
+
 "$CKPTCTL" verify --remote "$STORE" >"$T/vr" || fail "verify --remote of an intact bucket: $(cat "$T/vr")"
 grep -q ": 0 bad" "$T/vr" || fail "verify --remote says: $(cat "$T/vr")"
 
@@ -154,10 +205,7 @@ for i in range(4096, len(b), 65536):
     b[i] ^= 0xFF
 open(sys.argv[2], "wb").write(b)
 PY
-    curl -sf --aws-sigv4 "aws:amz:${AWS_REGION:-us-east-1}:s3" \
-        --user "$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY" \
-        -H "x-amz-content-sha256: UNSIGNED-PAYLOAD" -T "$T/bad.pack" \
-        "$AWS_ENDPOINT_URL/${URL#s3://}/packs/$(basename "$obj")" ||
+    s3curl "${URL#s3://}/packs/$(basename "$obj")" -T "$T/bad.pack" ||
         fail "cannot damage the pack object $(basename "$obj")"
 done
 expect_status 3 "verify --remote of damaged objects" "$CKPTCTL" verify --remote "$STORE"
@@ -196,8 +244,8 @@ mount_fs
 put other.bin 1000
 umount_fs
 err=$("$CKPTCTL" push --remote "$URL2" "$STORE" 2>&1) &&
-    fail "a push of another store into $URL2 was not refused"
-echo "$err" | grep -q "another store's copy" || fail "the refusal of another store says: $err"
+    fail "a push into $URL2 beside its writing mount was not refused"
+echo "$err" | grep -q "written by .*$T/wstore" || fail "the refusal of a push beside the writer says: $err"
 
 if [ -n "$cdir" ]; then
     "$CEPH_DEV" stop "$cdir" >/dev/null 2>&1
@@ -222,6 +270,9 @@ until "$CKPTFS" "$T/wstore" "$W" -o "remote=$URL2" 2>/dev/null; do
     sleep 0.2
 done
 fusermount3 -u "$W"
+err=$("$CKPTCTL" push --remote "$URL2" "$STORE" 2>&1) &&
+    fail "a push of another store into $URL2 was not refused"
+echo "$err" | grep -q "another store's copy" || fail "the refusal of another store says: $err"
 
 # local_gib: uploaded packs dropped locally, oldest first, read back.
 E=$T/emnt
