@@ -28,6 +28,8 @@
 # gateway is down goes on locally and reaches the bucket after it is back.
 # With local_gib, uploaded packs are dropped locally and read back from the
 # bucket, by the mount and by ckptctl; a mount without remote= is refused.
+# A push through tests/s3fault.py (every third request fails with 503 or
+# 500, every reply delayed) completes and reads back exact.
 set -euo pipefail
 # shellcheck source=tests/lib.sh
 . "$TESTLIB"
@@ -222,6 +224,25 @@ for f in "$REF"/run/* ; do
 done
 [ "$bad" -ge 1 ] || fail "no read failed after the pack object was damaged"
 fusermount3 -u "$T/remote3"
+
+# A gateway failing every third request (503 SlowDown, 500) and slow: the
+# push retries and completes, and the bucket then reads back byte-exact.
+URL3=s3://$BUCKET/t-remote-f-$$-$RANDOM
+python3 "$(dirname "$TESTLIB")/s3fault.py" "$AWS_ENDPOINT_URL" "$T/fport" --every 3 --delay 0.05 \
+    2>"$T/fault.log" &
+fpid=$!
+on_exit "kill $fpid 2>/dev/null || true"
+i=0
+until [ -s "$T/fport" ]; do i=$((i + 1)); [ "$i" -le 100 ] || fail "s3fault did not start"; sleep 0.1; done
+out=$("$CKPTCTL" push --remote "$URL3" --endpoint "http://127.0.0.1:$(cat "$T/fport")" "$STORE" 2>&1) ||
+    fail "a push through a failing gateway failed: $out"
+kill "$fpid"
+wait "$fpid" 2>/dev/null || true
+grep -q "s3fault: 503 on PUT" "$T/fault.log" && grep -q "s3fault: 500 on" "$T/fault.log" ||
+    fail "s3fault did not fail both ways: $(cat "$T/fault.log")"
+mount_at "$T/new6" "$T/remote6" "remote=$URL3,ro"
+same_trees "$REF" "$T/remote6" "the live tree pushed through a failing gateway"
+fusermount3 -u "$T/remote6"
 
 # A writing mount of a prefix: uploads behind the writer.
 export CKPTFS_S3_RETRIES=1 # a stopped gateway fails an upload in seconds
