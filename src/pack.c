@@ -185,6 +185,15 @@ void pack_seal(packset *ps)
     pthread_mutex_unlock(&ps->mu);
 }
 
+void pack_note_id(packset *ps, uint32_t id)
+{
+    pthread_mutex_lock(&ps->mu);
+    if (id > ps->max_id && !ps->o.readonly && write_max_id(ps->dirfd, id) == 0 &&
+        fsync(ps->dirfd) == 0)
+        ps->max_id = id;
+    pthread_mutex_unlock(&ps->mu);
+}
+
 uint32_t pack_limit(packset *ps)
 {
     pthread_mutex_lock(&ps->mu);

@@ -83,7 +83,7 @@ void remote_close(remote *r)
 
 const char *remote_url(const remote *r) { return s3_url(r->s); }
 
-static void names(uint32_t id, char name[32], char hname[32])
+static void file_names(uint32_t id, char name[32], char hname[32])
 {
     snprintf(name, 32, "%08" PRIu32 ".pack", id);
     snprintf(hname, 32, "%08" PRIu32 ".have", id);
@@ -143,6 +143,14 @@ static uint64_t sizes_get(const struct sizes *z, uint32_t id)
     return id < z->n ? z->v[id] : UINT64_MAX;
 }
 
+/* The highest id with a size (0: none). */
+static uint32_t sizes_top(const struct sizes *z)
+{
+    uint32_t id = z->n;
+    while (id > 0 && z->v[id - 1] == UINT64_MAX) id--;
+    return id ? id - 1 : 0;
+}
+
 static int on_remote_pack(void *ctx, const char *key, uint64_t size)
 {
     uint32_t id;
@@ -174,6 +182,47 @@ static int list_local(int pdfd, struct sizes *z, uint64_t *disk)
     return rc;
 }
 
+/* ---- LATEST ---- */
+
+/* key is meta/ and 20 digits and .db: a snapshot. */
+static int snapshot_key(const char *key)
+{
+    if (strncmp(key, "meta/", 5) != 0 || strlen(key) != 28 || strcmp(key + 25, ".db") != 0)
+        return 0;
+    for (int i = 5; i < 25; i++)
+        if (key[i] < '0' || key[i] > '9') return 0;
+    return 1;
+}
+
+struct latest {
+    char snapshot[64];
+    uint64_t size, hash;
+};
+
+static int parse_latest(const char *t, struct latest *l)
+{
+    unsigned v;
+    char hex[17] = "";
+    int k = 0;
+    if (sscanf(t, "ckptfs-remote %u\nsnapshot %63s\nsize %" SCNu64 "\nxxh3 %16[0-9a-f]\n%n", &v,
+               l->snapshot, &l->size, hex, &k) != 4 || v != 1 || k == 0 || t[k] ||
+        strlen(hex) != 16 || !snapshot_key(l->snapshot))
+        return -EIO;
+    l->hash = strtoull(hex, NULL, 16);
+    return 0;
+}
+
+static int read_latest(remote *r, struct latest *l)
+{
+    char t[LATEST_MAX + 1];
+    size_t got = 0;
+    CK_TRY(s3_get_buf(r->s, LATEST, t, LATEST_MAX, &got));
+    t[got] = 0;
+    int rc = parse_latest(t, l);
+    if (rc < 0) ck_log(CK_LOG_ERR, "%s/%s: not a snapshot pointer", s3_url(r->s), LATEST);
+    return rc;
+}
+
 /* ---- push ---- */
 
 struct push {
@@ -184,6 +233,7 @@ struct push {
 };
 
 static void lease_tick(remote *r);
+static int lease_check(remote *r);
 
 static void on_part(void *ctx, uint64_t done)
 {
@@ -195,7 +245,7 @@ static void on_part(void *ctx, uint64_t done)
 static int send_pack(struct push *p, int pdfd, uint32_t id, uint64_t size)
 {
     char name[32], hname[32], key[48];
-    names(id, name, hname);
+    file_names(id, name, hname);
     snprintf(key, sizeof key, "packs/%s", name);
     if (faccessat(pdfd, hname, F_OK, 0) == 0) { /* holes read as zeros: never send */
         ck_log(CK_LOG_ERR, "%s: lacks pack %" PRIu32 ", which is only partly here",
@@ -231,13 +281,13 @@ static int file_hash(int fd, uint64_t *size, uint64_t *hash)
 
 /* Text: the packs a snapshot names, "ckptfs-packs 1\n" then one line
 ** "FIRST LAST\n" per run of consecutive ids. */
-struct text {
+struct packs_text {
     char *t;
     size_t n, cap;
     uint32_t first, last; /* the run being built (first 0: none) */
 };
 
-static int text_add(struct text *x, const char *s)
+static int text_add(struct packs_text *x, const char *s)
 {
     size_t k = strlen(s);
     if (x->n + k + 1 > x->cap) {
@@ -251,7 +301,7 @@ static int text_add(struct text *x, const char *s)
     return 0;
 }
 
-static int run_flush(struct text *x)
+static int run_flush(struct packs_text *x)
 {
     char line[32];
     if (!x->first) return 0;
@@ -261,7 +311,7 @@ static int run_flush(struct text *x)
 
 static int on_used(void *ctx, uint32_t id)
 {
-    struct text *x = ctx;
+    struct packs_text *x = ctx;
     if (x->first && id == x->last + 1) {
         x->last = id;
         return 0;
@@ -297,7 +347,7 @@ struct snap {
     int fd;
     uint64_t size, hash;
     char key[40]; /* meta/NNNNNNNNNNNNNNNNNNNN */
-    struct text used;
+    struct packs_text used;
 };
 
 static int take_snapshot(struct store *st, struct snap *sn)
@@ -335,23 +385,15 @@ static int send_snapshot(remote *r, const struct snap *sn)
 }
 
 /* Snapshot names (meta/NNN, no suffix) in key order: the oldest first. */
-struct names {
+struct snap_names {
     char (*v)[40];
     size_t n, cap;
 };
 
-static int snapshot_key(const char *key)
-{
-    if (strncmp(key, "meta/", 5) != 0 || strlen(key) != 28 || strcmp(key + 25, ".db") != 0)
-        return 0;
-    for (int i = 5; i < 25; i++)
-        if (key[i] < '0' || key[i] > '9') return 0;
-    return 1;
-}
 
 static int on_snapshot(void *ctx, const char *key, uint64_t size)
 {
-    struct names *s = ctx;
+    struct snap_names *s = ctx;
     (void)size;
     if (!snapshot_key(key)) return 0;
     CK_TRY(ck_grow((void **)&s->v, &s->cap, s->n, sizeof *s->v));
@@ -359,22 +401,26 @@ static int on_snapshot(void *ctx, const char *key, uint64_t size)
     return 0;
 }
 
-/* Delete all snapshots but the last REMOTE_KEEP_SNAPSHOTS and current
-** (whatever the clocks did); the names kept to *kept. */
-static int trim_snapshots(remote *r, const char *current, struct names *kept)
+/* Delete all snapshots but the last REMOTE_KEEP_SNAPSHOTS, current and
+** prev (the one LATEST named before; whatever the clocks did, and however
+** many failed pushes left theirs behind); the names kept to *kept. */
+static int trim_snapshots(remote *r, const char *current, const char *prev,
+                          struct snap_names *kept)
 {
-    struct names s = {0};
+    struct snap_names s = {0};
     int rc = s3_list(r->s, "meta/", on_snapshot, &s);
     for (size_t i = 0; rc == 0 && i < s.n; i++) {
         char key[64];
-        if (i + REMOTE_KEEP_SNAPSHOTS >= s.n || strcmp(s.v[i], current) == 0) {
+        if (i + REMOTE_KEEP_SNAPSHOTS >= s.n || strcmp(s.v[i], current) == 0 ||
+            strncmp(s.v[i], prev, 25) == 0) {
             rc = ck_grow((void **)&kept->v, &kept->cap, kept->n, sizeof *kept->v);
             if (rc == 0) memcpy(kept->v[kept->n++], s.v[i], sizeof *s.v);
             continue;
         }
-        snprintf(key, sizeof key, "%s.db", s.v[i]);
-        rc = s3_delete(r->s, key);
+        /* the list first: a listed snapshot without one holds deletions back */
         snprintf(key, sizeof key, "%s.packs", s.v[i]);
+        rc = s3_delete(r->s, key);
+        snprintf(key, sizeof key, "%s.db", s.v[i]);
         if (rc == 0) rc = s3_delete(r->s, key);
     }
     free(s.v);
@@ -403,7 +449,7 @@ static int send_packs(struct push *p, int pdfd, const struct sizes *local,
 
 /* The packs some kept snapshot names, in *used; 1 if one of them has no
 ** list (an older push): then nothing may be deleted. */
-static int kept_packs(remote *r, const struct names *kept, uint32_t limit, struct sizes *used)
+static int kept_packs(remote *r, const struct snap_names *kept, uint32_t limit, struct sizes *used)
 {
     size_t cap = 1 << 20, got = 0;
     char *t = malloc(cap + 1), key[64];
@@ -421,7 +467,7 @@ static int kept_packs(remote *r, const struct names *kept, uint32_t limit, struc
 /* Delete the bucket's packs up to id last that the store no longer has
 ** and no kept snapshot names. */
 static int drop_packs(remote *r, const struct sizes *local, const struct sizes *have,
-                      uint32_t last, const struct names *kept, struct remote_push_stats *z)
+                      uint32_t last, const struct snap_names *kept, struct remote_push_stats *z)
 {
     struct sizes used = {0};
     int rc = kept_packs(r, kept, have->n, &used);
@@ -451,6 +497,7 @@ static void note_sent(remote *r, const struct sizes *local, uint32_t last)
     pthread_mutex_unlock(&r->mu);
 }
 
+
 /* st may push to r: not a read-only copy, and not a store whose dropped
 ** packs live in another bucket. */
 static int may_push(remote *r, struct store *st)
@@ -477,7 +524,8 @@ int remote_push(remote *r, struct store *st, int live, remote_progress_cb cb, vo
     struct remote_push_stats z = {0};
     struct push p = {.r = r, .cb = cb, .ctx = ctx};
     struct snap sn = {.fd = -1};
-    struct names kept = {0};
+    struct snap_names kept = {0};
+    struct latest prev = {.snapshot = ""};
     int rc = may_push(r, st);
     int pdfd = rc < 0 ? -1 : openat(st->dirfd, "packs", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (rc == 0 && pdfd < 0) rc = -errno;
@@ -488,11 +536,15 @@ int remote_push(remote *r, struct store *st, int live, remote_progress_cb cb, vo
     ** appends now; sealed and its appends written, those are final. */
     uint32_t last = rc == 0 && live ? pack_seal_wait(st->packs) : UINT32_MAX;
     if (rc == 0) rc = list_packs(r, &have);
+    if (rc == 0) pack_note_id(st->packs, sizes_top(&have)); /* ids the bucket knows */
+    if (rc == 0 && read_latest(r, &prev) < 0) prev.snapshot[0] = 0;
     if (rc == 0) rc = list_local(pdfd, &local, NULL);
     if (rc == 0) rc = send_packs(&p, pdfd, &local, &have, last, &z);
+    if (rc == 0) rc = lease_check(r);
     if (rc == 0) rc = send_snapshot(r, &sn);
     if (rc == 0) note_sent(r, &local, last);
-    if (rc == 0) rc = trim_snapshots(r, sn.key, &kept);
+    if (rc == 0) rc = lease_check(r);
+    if (rc == 0) rc = trim_snapshots(r, sn.key, prev.snapshot, &kept);
     if (rc == 0) rc = drop_packs(r, &local, &have, last, &kept, &z);
     if (sn.fd >= 0) close(sn.fd);
     if (pdfd >= 0) close(pdfd);
@@ -505,35 +557,6 @@ int remote_push(remote *r, struct store *st, int live, remote_progress_cb cb, vo
 }
 
 /* ---- pull ---- */
-
-struct latest {
-    char snapshot[64];
-    uint64_t size, hash;
-};
-
-static int parse_latest(const char *t, struct latest *l)
-{
-    unsigned v;
-    char hex[17] = "", *end;
-    int k = 0;
-    if (sscanf(t, "ckptfs-remote %u\nsnapshot %63s\nsize %" SCNu64 "\nxxh3 %16[0-9a-f]\n%n", &v,
-               l->snapshot, &l->size, hex, &k) != 4 || v != 1 || k == 0 || t[k] ||
-        strlen(hex) != 16 || !snapshot_key(l->snapshot))
-        return -EIO;
-    l->hash = strtoull(hex, &end, 16);
-    return 0;
-}
-
-static int read_latest(remote *r, struct latest *l)
-{
-    char t[LATEST_MAX + 1];
-    size_t got = 0;
-    CK_TRY(s3_get_buf(r->s, LATEST, t, LATEST_MAX, &got));
-    t[got] = 0;
-    int rc = parse_latest(t, l);
-    if (rc < 0) ck_log(CK_LOG_ERR, "%s/%s: not a snapshot pointer", s3_url(r->s), LATEST);
-    return rc;
-}
 
 /* The snapshot name store_path/remote.snapshot records ("" none). */
 static void recorded(int dfd, char *out, size_t cap)
@@ -586,13 +609,13 @@ static int fetch_snapshot(remote *r, int dfd, const struct latest *l)
 ** hold it a moment longer: wait up to 5 s. */
 static int lock_copy(remote *r, int dfd)
 {
-    int fd = openat(dfd, "lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600), rc = 0;
+    int fd = openat(dfd, "lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600), rc = -EBUSY;
     if (fd < 0) return -errno;
-    for (int i = 0; i < 100 && (rc = flock(fd, LOCK_EX | LOCK_NB)) < 0 &&
-                    errno == EWOULDBLOCK; i++)
-        usleep(50000);
+    for (int i = 0; i < 100 && rc == -EBUSY; i++) {
+        rc = flock(fd, LOCK_EX | LOCK_NB) == 0 ? 0 : errno == EWOULDBLOCK ? -EBUSY : -errno;
+        if (rc == -EBUSY) usleep(50000);
+    }
     if (rc < 0) {
-        rc = errno == EWOULDBLOCK ? -EBUSY : -errno;
         close(fd);
         return rc;
     }
@@ -614,6 +637,9 @@ static int pull_into(remote *r, int dfd)
     CK_TRY(read_latest(r, &l));
     recorded(dfd, have, sizeof have);
     if (strcmp(have, l.snapshot) == 0 && faccessat(dfd, "meta.db", F_OK, 0) == 0) return 0;
+    /* marked a copy before meta.db exists: a crash between is still one */
+    CK_TRY(write_small(dfd, "remote.snapshot", "pending"));
+    if (fsync(dfd) < 0) return -errno;
     CK_TRY(fetch_snapshot(r, dfd, &l));
     CK_TRY(write_small(dfd, "remote.snapshot", l.snapshot));
     return fsync(dfd) < 0 ? -errno : 0;
@@ -758,6 +784,20 @@ static void lease_tick(remote *r)
         ck_log(CK_LOG_WARN, "cannot renew the lease of %s", s3_url(r->s));
 }
 
+/* Before LATEST moves or anything is deleted: this push's lease (if it
+** holds one) is still its own. */
+static int lease_check(remote *r)
+{
+    struct holder h;
+    if (!r->lease_store[0]) return 0;
+    if (!r->lease_lost && get_holder(r, &h) == 0 && !lease_mine(r, &h)) {
+        ck_log(CK_LOG_ERR, "%s: %s pid %ld (store %s) holds the lease now: this push stops",
+               s3_url(r->s), h.host, h.pid, h.store);
+        r->lease_lost = 1;
+    }
+    return r->lease_lost ? -EBUSY : 0;
+}
+
 void remote_lease_drop(remote *r)
 {
     if (!r->lease_store[0]) return;
@@ -808,7 +848,7 @@ static void rpack_close(struct rpack *p)
 static int open_partial(remote *r, uint32_t id, struct rpack *p, uint64_t size, int create)
 {
     char name[32], hname[32];
-    names(id, name, hname);
+    file_names(id, name, hname);
     int dfd = pdir(r), fl = O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0);
     uint64_t n = (size + REMOTE_GRANULE - 1) / REMOTE_GRANULE;
     /* the map first: a pack file without one would pass for wholly local */
@@ -834,11 +874,11 @@ static int resolve(remote *r, uint32_t id, struct rpack *p)
 {
     char name[32], hname[32];
     struct stat sb, hb;
-    names(id, name, hname);
+    file_names(id, name, hname);
     int dfd = pdir(r);
     int have_pack = fstatat(dfd, name, &sb, 0) == 0, have_map = fstatat(dfd, hname, &hb, 0) == 0;
-    /* A copy of another size than the bucket's is of another pack (an id
-    ** gc freed and a later push reused): start over. */
+    /* A copy of another size than the bucket's is of another pack (a
+    ** store older than packs/max-id reused an id gc freed): start over. */
     if (have_map && have_pack && p->size != UINT64_MAX && (uint64_t)sb.st_size != p->size &&
         r->readonly)
         unlinkat(dfd, name, 0), unlinkat(dfd, hname, 0), have_pack = have_map = 0;
@@ -909,10 +949,10 @@ static void forget(void *ctx, uint32_t id)
 {
     remote *r = ctx;
     char name[32], hname[32];
-    names(id, name, hname);
+    file_names(id, name, hname);
     pthread_mutex_lock(&r->mu);
     struct rpack *p = id < r->npacks ? r->packs[id] : NULL;
-    if (p) rpack_close(p), p->size = UINT64_MAX; /* the next push deletes it */
+    if (p) rpack_close(p), p->size = UINT64_MAX; /* never to be evicted again */
     unlinkat(pdir(r), hname, 0);
     pthread_mutex_unlock(&r->mu);
 }
@@ -937,6 +977,8 @@ int remote_attach(remote *r, struct store *st)
     r->st = st;
     r->readonly = st->o.readonly;
     pthread_mutex_unlock(&r->mu);
+    /* a store older than packs/max-id may have freed ids the bucket holds */
+    if (rc == 0 && !st->o.readonly) pack_note_id(st->packs, sizes_top(&z));
     free(z.v);
     if (rc == 0)
         pack_set_source(st->packs, &(struct pack_source){.fill = fill, .forget = forget, .ctx = r});
@@ -1001,7 +1043,7 @@ static int punch(void *ctx)
     struct evict *e = ctx;
     remote *r = e->r;
     char name[32], hname[32];
-    names(e->id, name, hname);
+    file_names(e->id, name, hname);
     pthread_mutex_lock(&r->mu);
     struct rpack *p = entry(r, e->id);
     int rc = p ? 0 : -ENOMEM;
@@ -1039,7 +1081,7 @@ int remote_evict(remote *r, struct store *st, uint64_t keep, uint64_t *freed)
         if (!sent) continue; /* not in the bucket as it is here */
         struct stat sb;
         char name[32], hname[32];
-        names(id, name, hname);
+        file_names(id, name, hname);
         if (fstatat(pdfd, name, &sb, 0) < 0 || sb.st_blocks == 0) continue;
         struct evict e = {.r = r, .id = id, .size = local.v[id]};
         rc = pack_exclusive(st->packs, punch, &e);

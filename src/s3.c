@@ -348,8 +348,17 @@ int s3_open(const struct s3_cfg *cfg, s3 **out)
     }
     snprintf(s->userpwd, ul, "%s:%s", key, sec);
     const char *tok = getenv("AWS_SESSION_TOKEN");
-    if (tok && *tok && (s->token = malloc(strlen(tok) + 32)) != NULL)
-        sprintf(s->token, "x-amz-security-token: %s", tok);
+    if (tok && *tok) {
+        size_t tl = strlen(tok) + 32;
+        s->token = malloc(tl);
+        if (!s->token) {
+            explicit_bzero(s->userpwd, ul);
+            free(s->userpwd);
+            free(s);
+            return -ENOMEM;
+        }
+        snprintf(s->token, tl, "x-amz-security-token: %s", tok);
+    }
     const char *env = getenv("CKPTFS_S3_RETRIES");
     s->retries = cfg->retries > 0 ? cfg->retries : env && atoi(env) >= 0 ? atoi(env) : S3_RETRIES;
     pthread_mutex_init(&s->mu, NULL);

@@ -62,8 +62,8 @@ def main():
                 bad = a.every > 0 and n % a.every == 0
                 if bad:
                     count["failed"] += 1
+                    code = 503 if count["failed"] % 2 else 500
             if bad:
-                code = 503 if n % 2 else 500
                 sys.stderr.write("s3fault: %d on %s %s\n" % (code, self.command, self.path))
                 sys.stderr.flush()
                 self.fail(code)

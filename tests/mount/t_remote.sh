@@ -133,6 +133,9 @@ expect_status 1 "touch in the read-only remote mount" touch "$T/remote/new"
 err=$(touch "$T/remote/new" 2>&1 || true)
 echo "$err" | grep -q "Read-only file system" || fail "a write to the remote mount did not fail with EROFS: $err"
 ls "$NEW"/packs/*.have >/dev/null 2>&1 || fail "NEWSTORE keeps no fetched granule maps"
+mkdir -p "$T/remote-b"
+err=$("$CKPTFS" "$NEW" "$T/remote-b" -o "remote=$URL,ro" 2>&1) && fail "a second mount of a mounted copy was not refused"
+echo "$err" | grep -q "in use" || fail "the refusal of a second mount of a copy says: $err"
 fusermount3 -u "$T/local"
 fusermount3 -u "$T/remote"
 STORE=$NEW wait_daemon_gone
@@ -238,7 +241,8 @@ out=$("$CKPTCTL" push --remote "$URL3" --endpoint "http://127.0.0.1:$(cat "$T/fp
     fail "a push through a failing gateway failed: $out"
 kill "$fpid"
 wait "$fpid" 2>/dev/null || true
-grep -q "s3fault: 503 on PUT" "$T/fault.log" && grep -q "s3fault: 500 on" "$T/fault.log" ||
+grep -q "s3fault: 503 on" "$T/fault.log" && grep -q "s3fault: 500 on" "$T/fault.log" &&
+    grep -q "s3fault: 50[03] on PUT" "$T/fault.log" ||
     fail "s3fault did not fail both ways: $(cat "$T/fault.log")"
 mount_at "$T/new6" "$T/remote6" "remote=$URL3,ro"
 same_trees "$REF" "$T/remote6" "the live tree pushed through a failing gateway"
@@ -283,6 +287,16 @@ if [ -n "$cdir" ]; then
 else
     log "gateway outage not tested: the gateway is not this test's"
 fi
+# Another writer took the lease (as after 120 s without renewal): the
+# mount stops uploading, and its unmount leaves the other's lease alone.
+printf 'ckptfs-lease 1\nholder otherhost 1\nstore /elsewhere\nrenewed %s\n' "$(date +%s%N)" >"$T/lease"
+s3curl "${URL2#s3://}/lease" -T "$T/lease" || fail "cannot write a foreign lease"
+err=$("$CKPTCTL" push "$T/wstore" 2>&1) && fail "a push by a mount that lost its lease succeeded: $err"
+fusermount3 -u "$W"
+STORE=$T/wstore wait_daemon_gone
+s3curl "${URL2#s3://}/lease" | grep -q otherhost || fail "the unmount deleted another holder's lease"
+s3curl "${URL2#s3://}/lease" -X DELETE || fail "cannot delete the foreign lease"
+mount_at "$T/wstore" "$W" "remote=$URL2"
 fusermount3 -u "$W"
 i=0
 until "$CKPTFS" "$T/wstore" "$W" -o "remote=$URL2" 2>/dev/null; do
@@ -315,6 +329,10 @@ for i in 1 2 3 4; do cmp "$REF/e$i" "$E/e$i" || fail "e$i differs after its pack
 fusermount3 -u "$E"
 sleep 1
 "$CKPTCTL" verify "$T/estore" >/dev/null || fail "ckptctl verify of a store with dropped packs failed"
+out=$("$CKPTCTL" fsck "$T/estore" 2>&1) || fail "ckptctl fsck (which scans every pack) of a store with dropped packs: $out"
+err=$("$CKPTCTL" push --remote "s3://$BUCKET/t-remote-x-$$" "$T/estore" 2>&1) &&
+    fail "a push of a store with dropped packs to another bucket was not refused"
+echo "$err" | grep -q "only in" || fail "the refusal of a push elsewhere says: $err"
 err=$("$CKPTFS" "$T/estore" "$E" 2>&1) && fail "a mount without remote= of a store with dropped packs was not refused"
 echo "$err" | grep -q "only in its bucket" || fail "the refusal says: $err"
 log "pass"
