@@ -918,6 +918,7 @@ int main(int argc, char **argv)
         return rc;
     char *args[2] = {nargs > 0 ? argv[optind + 1] : NULL, nargs > 1 ? argv[optind + 2] : NULL};
     rc = run(c, st, &o, args);
+    remote_detach(attached);
     store_close(st);
     remote_close(attached);
     if (rc == 1) return EX_PROBLEMS;

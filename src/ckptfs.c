@@ -550,6 +550,7 @@ int main(int argc, char **argv)
         fuse_session_destroy(se);
     }
     vfs_destroy(fs.v);
+    remote_detach(rem);
     store_close(st);
     remote_close(rem);
     free(o.mountpoint);

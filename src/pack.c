@@ -688,6 +688,14 @@ int pack_read_held(packset *ps, uint32_t id, uint64_t off, const struct pack_rec
     return 0;
 }
 
+int pack_fetch(packset *ps, uint32_t id, uint64_t off, uint64_t len)
+{
+    int fd;
+    CK_TRY(fd_hold_range(ps, id, off, len, &fd));
+    fd_release(ps);
+    return 0;
+}
+
 void pack_willneed(packset *ps, uint32_t id, uint64_t off, uint64_t len)
 {
     int fd;

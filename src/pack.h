@@ -136,6 +136,8 @@ int pack_read_held(packset *ps, uint32_t pack_id, uint64_t off,
 /* Ask the kernel to start reading [off, off + len) of pack id into the page
 ** cache (posix_fadvise WILLNEED); pack_read_held then takes it from there. */
 void pack_willneed(packset *ps, uint32_t pack_id, uint64_t off, uint64_t len);
+/* Have the source make [off, off + len) of pack_id local (no-op without one). */
+int pack_fetch(packset *ps, uint32_t pack_id, uint64_t off, uint64_t len);
 /* Records read (pack_read_held) and written (pack_append_frame) with
 ** O_DIRECT since pack_open. */
 uint64_t pack_direct_reads(packset *ps);

@@ -23,7 +23,10 @@
 
 #define LATEST "meta/LATEST"
 #define LATEST_MAX 512
-#define FETCH_MAX_GRANULES 8 /* one GET: up to 8 MiB of missing granules */
+#define FETCH_MAX_GRANULES 4 /* one GET: up to 4 MiB of missing granules */
+#define AHEAD_GRANULES 16     /* fetched ahead of a reader: up to 16 MiB */
+#define MAP_FLUSH_GRANULES 64 /* fetched bytes synced and mapped every 64 MiB */
+enum { G_MISSING, G_HERE, G_FETCHING }; /* a granule in rpack.have */
 
 /* A pack, as the bucket and the local store have it. */
 enum { RP_UNKNOWN, RP_LOCAL, RP_PARTIAL };
@@ -31,7 +34,8 @@ struct rpack {
     uint64_t size;  /* the bucket's object (as last listed or sent); UINT64_MAX: none */
     uint64_t local; /* RP_PARTIAL: the size of the local copy */
     int state;      /* RP_LOCAL: the whole pack is here (no map) */
-    uint8_t *have;  /* RP_PARTIAL: one byte per granule */
+    uint8_t *have;  /* RP_PARTIAL: one G_* per granule */
+    uint64_t unsynced; /* granules fetched since the map was last written */
     int fd, hfd;    /* RP_PARTIAL: the copy and its .have */
 };
 
@@ -45,12 +49,20 @@ struct remote {
     struct store *st;
     int readonly;        /* st is a read-only copy of the bucket */
     pthread_mutex_t mu;  /* the table and the maps */
+    pthread_cond_t fetched; /* some granules stopped being G_FETCHING */
+    /* fetching ahead of a sequential reader, on a thread of its own: */
+    pthread_t ahead;
+    int ahead_on, ahead_stop, ahead_busy;
+    uint32_t ahead_id;   /* the run to fetch next: pack (0 none) */
+    uint64_t ahead_g;    /* and first granule */
+    pthread_cond_t ahead_cv;
     struct rpack **packs; /* by id; an entry, once made, never moves (readers
                              use it outside mu) */
     uint32_t npacks;
 };
 
 static void rpack_close(struct rpack *p);
+static int map_flush(struct rpack *p);
 static struct rpack *entry(remote *r, uint32_t id);
 
 int remote_open(const char *url, const char *endpoint, remote **out)
@@ -64,20 +76,28 @@ int remote_open(const char *url, const char *endpoint, remote **out)
         return rc;
     }
     pthread_mutex_init(&r->mu, NULL);
+    pthread_cond_init(&r->fetched, NULL);
+    pthread_cond_init(&r->ahead_cv, NULL);
     r->copy_lock = -1;
     *out = r;
     return 0;
 }
 
+static void ahead_end(remote *r);
+static void ahead_drain(remote *r);
+
 void remote_close(remote *r)
 {
     if (!r) return;
+    ahead_end(r);
     for (uint32_t i = 0; i < r->npacks; i++)
         if (r->packs[i]) rpack_close(r->packs[i]), free(r->packs[i]);
     free(r->packs);
     s3_close(r->s);
     if (r->copy_lock >= 0) close(r->copy_lock);
     pthread_mutex_destroy(&r->mu);
+    pthread_cond_destroy(&r->fetched);
+    pthread_cond_destroy(&r->ahead_cv);
     free(r);
 }
 
@@ -835,6 +855,9 @@ static struct rpack *entry(remote *r, uint32_t id)
 
 static void rpack_close(struct rpack *p)
 {
+    int rc = p->state == RP_PARTIAL ? map_flush(p) : 0;
+    if (rc < 0) ck_log(CK_LOG_WARN, "cannot save the map of a fetched pack: %s", strerror(-rc));
+    p->unsynced = 0;
     if (p->fd >= 0) close(p->fd);
     if (p->hfd >= 0) close(p->hfd);
     free(p->have);
@@ -902,7 +925,7 @@ static struct rpack *rpack_get(remote *r, uint32_t id, int *rc)
     return *rc == 0 ? p : NULL;
 }
 
-/* Fetch granules [g, g + n) of pack id into its copy, synced, then mark them. */
+/* Fetch granules [g, g + n) of pack id into its copy (not yet synced). */
 static int fetch(remote *r, uint32_t id, struct rpack *p, uint64_t g, uint64_t n)
 {
     char key[48];
@@ -914,16 +937,99 @@ static int fetch(remote *r, uint32_t id, struct rpack *p, uint64_t g, uint64_t n
     int rc = s3_get_range(r->s, key, off, len, buf, &got);
     if (rc == 0 && got != len) rc = -EIO;
     if (rc == 0) rc = ck_pwrite_full(p->fd, buf, len, off);
-    if (rc == 0 && fdatasync(p->fd) < 0) rc = -errno;
     free(buf);
-    if (rc < 0) return rc;
-    pthread_mutex_lock(&r->mu);
-    memset(p->have + g, 1, n);
-    rc = ck_pwrite_full(p->hfd, p->have + g, n, g);
-    pthread_mutex_unlock(&r->mu);
     return rc;
 }
 
+/* Sync the copy's bytes, then write the map of what is here; caller
+** holds mu. A crash before loses fetched granules, never marks missing
+** ones. */
+static int map_flush(struct rpack *p)
+{
+    uint64_t n = (p->local + REMOTE_GRANULE - 1) / REMOTE_GRANULE;
+    if (!p->unsynced) return 0;
+    uint8_t *m = malloc(n ? n : 1);
+    if (!m) return -ENOMEM;
+    for (uint64_t i = 0; i < n; i++) m[i] = p->have[i] == G_HERE;
+    int rc = fdatasync(p->fd) < 0 ? -errno : ck_pwrite_full(p->hfd, m, n, 0);
+    free(m);
+    if (rc == 0) p->unsynced = 0;
+    return rc;
+}
+
+/* ---- fetching ahead ---- */
+
+static __thread int in_ahead; /* this thread is the one fetching ahead */
+
+/* The thread: fetch the run asked for last, through the packs (which
+** hold off gc and eviction meanwhile), until told to stop. */
+static void *ahead_main(void *arg)
+{
+    remote *r = arg;
+    in_ahead = 1;
+    pthread_mutex_lock(&r->mu);
+    while (!r->ahead_stop) {
+        if (!r->ahead_id) {
+            pthread_cond_wait(&r->ahead_cv, &r->mu);
+            continue;
+        }
+        uint32_t id = r->ahead_id;
+        uint64_t off = r->ahead_g * REMOTE_GRANULE;
+        r->ahead_id = 0;
+        r->ahead_busy = 1;
+        pthread_mutex_unlock(&r->mu);
+        (void)pack_fetch(r->st->packs, id, off, 1); /* a failure: the reader retries */
+        pthread_mutex_lock(&r->mu);
+        r->ahead_busy = 0;
+        pthread_cond_broadcast(&r->ahead_cv);
+    }
+    pthread_mutex_unlock(&r->mu);
+    return NULL;
+}
+
+/* Ask for the first missing granule of pack p within AHEAD_GRANULES
+** after g to be fetched ahead; caller holds mu. */
+static void ahead_ask(remote *r, uint32_t id, struct rpack *p, uint64_t g)
+{
+    uint64_t total = (p->local + REMOTE_GRANULE - 1) / REMOTE_GRANULE;
+    uint64_t stop = CK_MIN(total, g + AHEAD_GRANULES);
+    while (g < stop && p->have[g] != G_MISSING) g++;
+    if (g >= stop || in_ahead) return;
+    if (!r->ahead_on)
+        r->ahead_on = pthread_create(&r->ahead, NULL, ahead_main, r) == 0 ? 1 : -1;
+    if (r->ahead_on < 0) return;
+    r->ahead_id = id, r->ahead_g = g;
+    pthread_cond_signal(&r->ahead_cv);
+}
+
+/* Wait until nothing is being fetched ahead (the packs are about to change). */
+static void ahead_drain(remote *r)
+{
+    pthread_mutex_lock(&r->mu);
+    r->ahead_id = 0;
+    while (r->ahead_busy) pthread_cond_wait(&r->ahead_cv, &r->mu);
+    pthread_mutex_unlock(&r->mu);
+}
+
+void remote_detach(remote *r)
+{
+    if (r) ahead_end(r);
+}
+
+static void ahead_end(remote *r)
+{
+    if (r->ahead_on <= 0) return;
+    pthread_mutex_lock(&r->mu);
+    r->ahead_stop = 1;
+    pthread_cond_broadcast(&r->ahead_cv);
+    pthread_mutex_unlock(&r->mu);
+    pthread_join(r->ahead, NULL);
+    r->ahead_on = 0;
+}
+
+/* Make [off, off + len) of pack id local. Granules are fetched in runs of
+** up to FETCH_MAX_GRANULES, reading ahead past len (reads of a pack go
+** on sequentially); a granule another thread is fetching is waited for. */
 static int fill(void *ctx, uint32_t id, uint64_t off, uint64_t len)
 {
     remote *r = ctx;
@@ -932,15 +1038,30 @@ static int fill(void *ctx, uint32_t id, uint64_t off, uint64_t len)
     if (!p || len == 0 || p->state == RP_LOCAL) return rc;
     if (off + len > p->local) return -EIO;
     uint64_t g = off / REMOTE_GRANULE, end = (off + len - 1) / REMOTE_GRANULE + 1;
+    uint64_t total = (p->local + REMOTE_GRANULE - 1) / REMOTE_GRANULE;
+    pthread_mutex_lock(&r->mu);
     while (rc == 0 && g < end) {
-        pthread_mutex_lock(&r->mu);
-        while (g < end && p->have[g]) g++;
+        if (p->have[g] == G_HERE) {
+            g++;
+            continue;
+        }
+        if (p->have[g] == G_FETCHING) {
+            pthread_cond_wait(&r->fetched, &r->mu);
+            continue;
+        }
         uint64_t n = 0;
-        while (g + n < end && n < FETCH_MAX_GRANULES && !p->have[g + n]) n++;
+        while (g + n < total && n < FETCH_MAX_GRANULES && p->have[g + n] == G_MISSING)
+            p->have[g + n++] = G_FETCHING;
         pthread_mutex_unlock(&r->mu);
-        if (n) rc = fetch(r, id, p, g, n);
+        rc = fetch(r, id, p, g, n);
+        pthread_mutex_lock(&r->mu);
+        memset(p->have + g, rc == 0 ? G_HERE : G_MISSING, n);
+        if (rc == 0 && (p->unsynced += n) >= MAP_FLUSH_GRANULES) rc = map_flush(p);
+        pthread_cond_broadcast(&r->fetched);
         g += n;
     }
+    if (rc == 0) ahead_ask(r, id, p, end);
+    pthread_mutex_unlock(&r->mu);
     return rc;
 }
 
@@ -1003,6 +1124,7 @@ int remote_read_all_from(remote *r, struct store *st, const char *dir, packset *
 {
     struct pack_opts po = {.max_pack_bytes = st->o.max_pack_bytes};
     packset *ps;
+    ahead_drain(r);
     CK_TRY(pack_open(dir, &po, &ps));
     *saved = st->packs;
     st->packs = ps;
@@ -1019,6 +1141,7 @@ int remote_read_all_from(remote *r, struct store *st, const char *dir, packset *
 
 void remote_read_all_done(remote *r, struct store *st, packset *saved)
 {
+    ahead_drain(r);
     pthread_mutex_lock(&r->mu);
     for (uint32_t i = 0; i < r->npacks; i++)
         if (r->packs[i]) rpack_close(r->packs[i]);

@@ -101,8 +101,13 @@ void remote_lease_drop(remote *r);
 /* Serve reads of st's packs from the bucket: pack files it lacks are
 ** created sparse and filled granule by granule as records are read, and
 ** so are packs remote_evict dropped (their .have map says what is here).
-** A pack with no map is wholly local. */
+** A pack with no map is wholly local. Reads of a copy fetch up to 4 MiB
+** at a time, and a thread fetches up to 16 MiB ahead of the reader. */
 int remote_attach(remote *r, struct store *st);
+
+/* Stop what remote_attach started (fetching ahead of readers): before
+** st closes. */
+void remote_detach(remote *r);
 
 /* Read every record of st from the bucket instead of its packs (ckptctl
 ** verify --remote): st's packs are set aside for a packset in the empty
