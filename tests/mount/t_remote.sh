@@ -54,6 +54,10 @@ fi
 BUCKET=${CKPTFS_TEST_BUCKET:-ckptfs}
 URL=s3://$BUCKET/t-remote-$$-$RANDOM
 export AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY AWS_ENDPOINT_URL AWS_REGION
+S3_PURGE=$(dirname "$CEPH_DEV")/s3-purge
+# purge_at_exit URL: the prefix goes when the test ends (the cluster is small).
+purge_at_exit() { on_exit "\"$S3_PURGE\" $1 >/dev/null 2>&1 || true"; }
+purge_at_exit "$URL"
 
 # put REL BYTES: random bytes at REL in the mount and in $REF, fsync'd.
 put()
@@ -231,6 +235,7 @@ fusermount3 -u "$T/remote3"
 # A gateway failing every third request (503 SlowDown, 500) and slow: the
 # push retries and completes, and the bucket then reads back byte-exact.
 URL3=s3://$BUCKET/t-remote-f-$$-$RANDOM
+purge_at_exit "$URL3"
 python3 "$(dirname "$TESTLIB")/s3fault.py" "$AWS_ENDPOINT_URL" "$T/fport" --every 3 --delay 0.05 \
     2>"$T/fault.log" &
 fpid=$!
@@ -251,6 +256,7 @@ fusermount3 -u "$T/remote6"
 # A writing mount of a prefix: uploads behind the writer.
 export CKPTFS_S3_RETRIES=1 # a stopped gateway fails an upload in seconds
 URL2=s3://$BUCKET/t-remote-w-$$-$RANDOM
+purge_at_exit "$URL2"
 W=$T/wmnt
 mount_at "$T/wstore" "$W" "remote=$URL2,upload_interval=1"
 head -c $((3 << 20)) /dev/urandom >"$REF/w1.bin"
@@ -311,7 +317,9 @@ echo "$err" | grep -q "another store's copy" || fail "the refusal of another sto
 
 # local_gib: uploaded packs dropped locally, oldest first, read back.
 E=$T/emnt
-mount_at "$T/estore" "$E" "remote=s3://$BUCKET/t-remote-e-$$-$RANDOM,upload_interval=1,local_gib=0.01"
+URL4=s3://$BUCKET/t-remote-e-$$-$RANDOM
+purge_at_exit "$URL4"
+mount_at "$T/estore" "$E" "remote=$URL4,upload_interval=1,local_gib=0.01"
 for i in 1 2 3 4; do
     head -c 8000000 /dev/urandom >"$REF/e$i"
     dd if="$REF/e$i" of="$E/e$i" bs=1M conv=fsync status=none
