@@ -41,6 +41,16 @@ static void packs_path(char *out, const char *dir)
     snprintf(out, 160, "%s/packs", dir);
 }
 
+/* A packset (big_opts) in a new directory dir; its path in pdir. */
+static packset *fresh_packs(char dir[128], char pdir[160])
+{
+    packset *ps;
+    ut_newdir(dir);
+    packs_path(pdir, dir);
+    ck_assert_int_eq(pack_open(pdir, &big_opts, &ps), 0);
+    return ps;
+}
+
 static void pack_file(char *out, const char *dir, uint32_t id)
 {
     snprintf(out, 200, "%s/packs/%08u.pack", dir, id);
@@ -151,10 +161,7 @@ END_TEST
 START_TEST(test_append_read)
 {
     char dir[128], pdir[160], f[200];
-    ut_newdir(dir);
-    packs_path(pdir, dir);
-    packset *ps;
-    ck_assert_int_eq(pack_open(pdir, &big_opts, &ps), 0);
+    packset *ps = fresh_packs(dir, pdir);
     ck_assert_uint_eq(pack_max_id(ps), 0);
 
     uint32_t lens[] = {0, 1, 31, 32, 33, 100, 4096, 65537, 300000, 5};
@@ -367,10 +374,7 @@ END_TEST
 START_TEST(test_read_mismatch)
 {
     char dir[128], pdir[160];
-    ut_newdir(dir);
-    packs_path(pdir, dir);
-    packset *ps;
-    ck_assert_int_eq(pack_open(pdir, &big_opts, &ps), 0);
+    packset *ps = fresh_packs(dir, pdir);
     struct rec a, b;
     make_rec(&a, 1000, 2);
     make_rec(&b, 2000, 3);
@@ -426,10 +430,7 @@ static void flip_byte(const char *path, uint64_t off)
 START_TEST(test_payload_flip_pack_read)
 {
     char dir[128], pdir[160], f[200];
-    ut_newdir(dir);
-    packs_path(pdir, dir);
-    packset *ps;
-    ck_assert_int_eq(pack_open(pdir, &big_opts, &ps), 0);
+    packset *ps = fresh_packs(dir, pdir);
     struct rec a;
     make_rec(&a, 5000, 4);
     append_rec(ps, &a);
@@ -590,10 +591,7 @@ static int visit_cb(void *ctx, uint64_t off, const struct pack_rec *r)
 START_TEST(test_scan_clean)
 {
     char dir[128], pdir[160];
-    ut_newdir(dir);
-    packs_path(pdir, dir);
-    packset *ps;
-    ck_assert_int_eq(pack_open(pdir, &big_opts, &ps), 0);
+    packset *ps = fresh_packs(dir, pdir);
     enum { N = 12 };
     struct rec x[N];
     for (int i = 0; i < N; i++) {
@@ -647,10 +645,7 @@ END_TEST
 static void torn_case(uint64_t cut_into_last)
 {
     char dir[128], pdir[160], f[200];
-    ut_newdir(dir);
-    packs_path(pdir, dir);
-    packset *ps;
-    ck_assert_int_eq(pack_open(pdir, &big_opts, &ps), 0);
+    packset *ps = fresh_packs(dir, pdir);
     struct rec x[4];
     for (int i = 0; i < 4; i++) {
         make_rec(&x[i], 1000 + 100 * (uint32_t)i, (uint64_t)i + 20);
@@ -683,10 +678,7 @@ static void torn_case(uint64_t cut_into_last)
 START_TEST(test_scan_all_past_damage)
 {
     char dir[128], pdir[160], f[200];
-    ut_newdir(dir);
-    packs_path(pdir, dir);
-    packset *ps;
-    ck_assert_int_eq(pack_open(pdir, &big_opts, &ps), 0);
+    packset *ps = fresh_packs(dir, pdir);
     struct rec x[5];
     for (int i = 0; i < 5; i++) {
         make_rec(&x[i], 700 + 300 * (uint32_t)i, (uint64_t)i + 40);
@@ -745,10 +737,7 @@ END_TEST
 START_TEST(test_scan_garbled)
 {
     char dir[128], pdir[160], f[200];
-    ut_newdir(dir);
-    packs_path(pdir, dir);
-    packset *ps;
-    ck_assert_int_eq(pack_open(pdir, &big_opts, &ps), 0);
+    packset *ps = fresh_packs(dir, pdir);
     struct rec x[3];
     for (int i = 0; i < 3; i++) {
         make_rec(&x[i], 300, (uint64_t)i + 40);
@@ -820,10 +809,7 @@ END_TEST
 START_TEST(test_ids_not_reused)
 {
     char dir[128], pdir[160];
-    ut_newdir(dir);
-    packs_path(pdir, dir);
-    packset *ps;
-    ck_assert_int_eq(pack_open(pdir, &big_opts, &ps), 0);
+    packset *ps = fresh_packs(dir, pdir);
     struct rec a, b, c;
     make_rec(&a, 1000, 1);
     make_rec(&b, 1000, 2);
@@ -887,10 +873,7 @@ static int saved_fill(void *ctx, uint32_t id, uint64_t off, uint64_t len)
 START_TEST(test_scan_fills_dropped)
 {
     char dir[128], pdir[160], path[200];
-    ut_newdir(dir);
-    packs_path(pdir, dir);
-    packset *ps;
-    ck_assert_int_eq(pack_open(pdir, &big_opts, &ps), 0);
+    packset *ps = fresh_packs(dir, pdir);
     enum { N = 5 };
     struct rec x[N];
     for (int i = 0; i < N; i++) make_rec(&x[i], 3000, (uint64_t)i + 90), append_rec(ps, &x[i]);
@@ -978,10 +961,7 @@ END_TEST
 START_TEST(test_sync)
 {
     char dir[128], pdir[160];
-    ut_newdir(dir);
-    packs_path(pdir, dir);
-    packset *ps;
-    ck_assert_int_eq(pack_open(pdir, &big_opts, &ps), 0);
+    packset *ps = fresh_packs(dir, pdir);
     struct rec a;
     make_rec(&a, 4096, 10);
     append_rec(ps, &a);
