@@ -185,13 +185,17 @@ void pack_seal(packset *ps)
     pthread_mutex_unlock(&ps->mu);
 }
 
-void pack_note_id(packset *ps, uint32_t id)
+int pack_note_id(packset *ps, uint32_t id)
 {
+    int rc = 0;
     pthread_mutex_lock(&ps->mu);
-    if (id > ps->max_id && !ps->o.readonly && write_max_id(ps->dirfd, id) == 0 &&
-        fsync(ps->dirfd) == 0)
-        ps->max_id = id;
+    if (id > ps->max_id && !ps->o.readonly) {
+        ps->max_id = id; /* whatever follows: start_pack records what it makes */
+        rc = write_max_id(ps->dirfd, id);
+        if (rc == 0 && fsync(ps->dirfd) < 0) rc = -errno;
+    }
     pthread_mutex_unlock(&ps->mu);
+    return rc;
 }
 
 uint32_t pack_limit(packset *ps)

@@ -184,8 +184,9 @@ int pack_dirfd(packset *ps);
 /* Highest pack id ever created (0 when none; it may be gone since) and the
 ** size of one pack file. */
 uint32_t pack_max_id(packset *ps);
-/* Never create pack ids up to id (known elsewhere, as a bucket's copy). */
-void pack_note_id(packset *ps, uint32_t id);
+/* Never create pack ids up to id (known elsewhere, as a bucket's copy),
+** durably (max-id) when it returns 0. */
+int pack_note_id(packset *ps, uint32_t id);
 /* The pack taking appends (or the next one to be created): it and those
 ** after it may still receive records, so gc leaves them alone. */
 uint32_t pack_limit(packset *ps);

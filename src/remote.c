@@ -26,7 +26,11 @@
 #define FETCH_MAX_GRANULES 4 /* one GET: up to 4 MiB of missing granules */
 #define AHEAD_GRANULES 16     /* fetched ahead of a reader: up to 16 MiB */
 #define MAP_FLUSH_GRANULES 64 /* fetched bytes synced and mapped every 64 MiB */
-enum { G_MISSING, G_HERE, G_FETCHING }; /* a granule in rpack.have */
+/* A granule in rpack.have: missing; here and in the map; here, not yet
+** synced (G_UNSYNCED) or being synced (G_SYNCING), so not in the map;
+** being fetched by some thread. The map file holds 1 for G_HERE only. */
+enum { G_MISSING, G_HERE, G_UNSYNCED, G_SYNCING, G_FETCHING };
+#define G_READABLE(v) ((v) == G_HERE || (v) == G_UNSYNCED || (v) == G_SYNCING)
 
 /* A pack, as the bucket and the local store have it. */
 enum { RP_UNKNOWN, RP_LOCAL, RP_PARTIAL };
@@ -35,7 +39,8 @@ struct rpack {
     uint64_t local; /* RP_PARTIAL: the size of the local copy */
     int state;      /* RP_LOCAL: the whole pack is here (no map) */
     uint8_t *have;  /* RP_PARTIAL: one G_* per granule */
-    uint64_t unsynced; /* granules fetched since the map was last written */
+    uint64_t unsynced; /* granules G_UNSYNCED */
+    int syncing;       /* a thread syncs this copy (outside mu) */
     int fd, hfd;    /* RP_PARTIAL: the copy and its .have */
 };
 
@@ -47,6 +52,7 @@ struct remote {
     int copy_lock;          /* a copy's STORE/lock, held (remote_pull_meta) */
     /* reads: */
     struct store *st;
+    packset *ps;         /* st's packs as attached (verify --remote swaps them) */
     int readonly;        /* st is a read-only copy of the bucket */
     pthread_mutex_t mu;  /* the table and the maps */
     pthread_cond_t fetched; /* some granules stopped being G_FETCHING */
@@ -61,8 +67,8 @@ struct remote {
     uint32_t npacks;
 };
 
-static void rpack_close(struct rpack *p);
-static int map_flush(struct rpack *p);
+static void rpack_close(struct rpack *p, int save);
+static int map_sync(remote *r, struct rpack *p);
 static struct rpack *entry(remote *r, uint32_t id);
 
 int remote_open(const char *url, const char *endpoint, remote **out)
@@ -91,7 +97,7 @@ void remote_close(remote *r)
     if (!r) return;
     ahead_end(r);
     for (uint32_t i = 0; i < r->npacks; i++)
-        if (r->packs[i]) rpack_close(r->packs[i]), free(r->packs[i]);
+        if (r->packs[i]) rpack_close(r->packs[i], 1), free(r->packs[i]);
     free(r->packs);
     s3_close(r->s);
     if (r->copy_lock >= 0) close(r->copy_lock);
@@ -461,6 +467,7 @@ static int send_packs(struct push *p, int pdfd, const struct sizes *local,
     for (uint32_t id = 1; id <= last && id < local->n; id++) {
         uint64_t size = local->v[id];
         if (size == UINT64_MAX || sizes_get(have, id) == size) continue;
+        if (p->r->lease_lost) return -EBUSY; /* said when it was lost */
         CK_TRY(send_pack(p, pdfd, id, size));
         z->packs_sent++, z->bytes_sent += size;
     }
@@ -556,8 +563,8 @@ int remote_push(remote *r, struct store *st, int live, remote_progress_cb cb, vo
     ** appends now; sealed and its appends written, those are final. */
     uint32_t last = rc == 0 && live ? pack_seal_wait(st->packs) : UINT32_MAX;
     if (rc == 0) rc = list_packs(r, &have);
-    if (rc == 0) pack_note_id(st->packs, sizes_top(&have)); /* ids the bucket knows */
-    if (rc == 0 && read_latest(r, &prev) < 0) prev.snapshot[0] = 0;
+    if (rc == 0) rc = pack_note_id(st->packs, sizes_top(&have)); /* ids the bucket knows */
+    if (rc == 0 && (rc = read_latest(r, &prev)) == -ENOENT) rc = 0, prev.snapshot[0] = 0;
     if (rc == 0) rc = list_local(pdfd, &local, NULL);
     if (rc == 0) rc = send_packs(&p, pdfd, &local, &have, last, &z);
     if (rc == 0) rc = lease_check(r);
@@ -810,7 +817,9 @@ static int lease_check(remote *r)
 {
     struct holder h;
     if (!r->lease_store[0]) return 0;
-    if (!r->lease_lost && get_holder(r, &h) == 0 && !lease_mine(r, &h)) {
+    int rc = r->lease_lost ? 0 : get_holder(r, &h);
+    if (rc < 0 && rc != -ENOENT) return rc; /* unsure: move nothing */
+    if (rc == 0 && !r->lease_lost && !lease_mine(r, &h)) {
         ck_log(CK_LOG_ERR, "%s: %s pid %ld (store %s) holds the lease now: this push stops",
                s3_url(r->s), h.host, h.pid, h.store);
         r->lease_lost = 1;
@@ -831,7 +840,7 @@ void remote_lease_drop(remote *r)
 
 /* ---- reads from the bucket ---- */
 
-static int pdir(remote *r) { return pack_dirfd(r->st->packs); }
+static int pdir(remote *r) { return pack_dirfd(r->ps); }
 
 /* The entry of pack id, the table grown to hold it; caller holds mu. */
 static struct rpack *entry(remote *r, uint32_t id)
@@ -853,9 +862,12 @@ static struct rpack *entry(remote *r, uint32_t id)
     return r->packs[id];
 }
 
-static void rpack_close(struct rpack *p)
+/* Close pack p's copy; save: sync what was fetched into the map first (not
+** for a pack about to be deleted or punched). Caller holds mu or is the
+** last user. */
+static void rpack_close(struct rpack *p, int save)
 {
-    int rc = p->state == RP_PARTIAL ? map_flush(p) : 0;
+    int rc = save && p->state == RP_PARTIAL ? map_sync(NULL, p) : 0;
     if (rc < 0) ck_log(CK_LOG_WARN, "cannot save the map of a fetched pack: %s", strerror(-rc));
     p->unsynced = 0;
     if (p->fd >= 0) close(p->fd);
@@ -882,9 +894,10 @@ static int open_partial(remote *r, uint32_t id, struct rpack *p, uint64_t size, 
     if (rc == 0 && create && ftruncate(p->fd, (off_t)size) < 0) rc = -errno;
     if (rc == 0 && pread(p->hfd, p->have, n, 0) < 0) rc = -errno;
     if (rc < 0) {
-        rpack_close(p);
+        rpack_close(p, 0);
         return rc;
     }
+    for (uint64_t i = 0; i < n; i++) p->have[i] = p->have[i] == 1 ? G_HERE : G_MISSING;
     p->local = size;
     p->state = RP_PARTIAL;
     return 0;
@@ -941,19 +954,30 @@ static int fetch(remote *r, uint32_t id, struct rpack *p, uint64_t g, uint64_t n
     return rc;
 }
 
-/* Sync the copy's bytes, then write the map of what is here; caller
-** holds mu. A crash before loses fetched granules, never marks missing
-** ones. */
-static int map_flush(struct rpack *p)
+/* Sync the granules fetched since the last sync, then write the map with
+** them: a crash loses fetched bytes, never marks missing ones. With r, the
+** caller holds r->mu, which is let go during the sync; a failed sync
+** makes them missing again (its error is not reported twice). */
+static int map_sync(remote *r, struct rpack *p)
 {
     uint64_t n = (p->local + REMOTE_GRANULE - 1) / REMOTE_GRANULE;
-    if (!p->unsynced) return 0;
+    if (!p->unsynced || p->syncing) return 0;
+    for (uint64_t i = 0; i < n; i++)
+        if (p->have[i] == G_UNSYNCED) p->have[i] = G_SYNCING;
+    p->unsynced = 0;
+    p->syncing = 1;
+    if (r) pthread_mutex_unlock(&r->mu);
+    int rc = fdatasync(p->fd) < 0 ? -errno : 0;
+    if (r) pthread_mutex_lock(&r->mu);
+    p->syncing = 0;
     uint8_t *m = malloc(n ? n : 1);
-    if (!m) return -ENOMEM;
-    for (uint64_t i = 0; i < n; i++) m[i] = p->have[i] == G_HERE;
-    int rc = fdatasync(p->fd) < 0 ? -errno : ck_pwrite_full(p->hfd, m, n, 0);
+    if (rc == 0 && !m) rc = -ENOMEM;
+    for (uint64_t i = 0; i < n; i++) {
+        if (p->have[i] == G_SYNCING) p->have[i] = rc == 0 ? G_HERE : G_MISSING;
+        if (m) m[i] = p->have[i] == G_HERE;
+    }
+    if (rc == 0) rc = ck_pwrite_full(p->hfd, m, n, 0);
     free(m);
-    if (rc == 0) p->unsynced = 0;
     return rc;
 }
 
@@ -978,7 +1002,7 @@ static void *ahead_main(void *arg)
         r->ahead_id = 0;
         r->ahead_busy = 1;
         pthread_mutex_unlock(&r->mu);
-        (void)pack_fetch(r->st->packs, id, off, 1); /* a failure: the reader retries */
+        (void)pack_fetch(r->ps, id, off, 1); /* a failure: the reader retries */
         pthread_mutex_lock(&r->mu);
         r->ahead_busy = 0;
         pthread_cond_broadcast(&r->ahead_cv);
@@ -995,9 +1019,9 @@ static void ahead_ask(remote *r, uint32_t id, struct rpack *p, uint64_t g)
     uint64_t stop = CK_MIN(total, g + AHEAD_GRANULES);
     while (g < stop && p->have[g] != G_MISSING) g++;
     if (g >= stop || in_ahead) return;
-    if (!r->ahead_on)
+    if (!r->ahead_on && !r->ahead_stop)
         r->ahead_on = pthread_create(&r->ahead, NULL, ahead_main, r) == 0 ? 1 : -1;
-    if (r->ahead_on < 0) return;
+    if (r->ahead_on <= 0) return;
     r->ahead_id = id, r->ahead_g = g;
     pthread_cond_signal(&r->ahead_cv);
 }
@@ -1016,15 +1040,18 @@ void remote_detach(remote *r)
     if (r) ahead_end(r);
 }
 
+/* Stop the thread for good (remote_attach may start it again). */
 static void ahead_end(remote *r)
 {
-    if (r->ahead_on <= 0) return;
     pthread_mutex_lock(&r->mu);
+    int on = r->ahead_on > 0;
     r->ahead_stop = 1;
     pthread_cond_broadcast(&r->ahead_cv);
     pthread_mutex_unlock(&r->mu);
-    pthread_join(r->ahead, NULL);
+    if (on) pthread_join(r->ahead, NULL);
+    pthread_mutex_lock(&r->mu);
     r->ahead_on = 0;
+    pthread_mutex_unlock(&r->mu);
 }
 
 /* Make [off, off + len) of pack id local. Granules are fetched in runs of
@@ -1041,7 +1068,7 @@ static int fill(void *ctx, uint32_t id, uint64_t off, uint64_t len)
     uint64_t total = (p->local + REMOTE_GRANULE - 1) / REMOTE_GRANULE;
     pthread_mutex_lock(&r->mu);
     while (rc == 0 && g < end) {
-        if (p->have[g] == G_HERE) {
+        if (G_READABLE(p->have[g])) {
             g++;
             continue;
         }
@@ -1055,8 +1082,9 @@ static int fill(void *ctx, uint32_t id, uint64_t off, uint64_t len)
         pthread_mutex_unlock(&r->mu);
         rc = fetch(r, id, p, g, n);
         pthread_mutex_lock(&r->mu);
-        memset(p->have + g, rc == 0 ? G_HERE : G_MISSING, n);
-        if (rc == 0 && (p->unsynced += n) >= MAP_FLUSH_GRANULES) rc = map_flush(p);
+        memset(p->have + g, rc == 0 ? G_UNSYNCED : G_MISSING, n);
+        if (rc == 0 && (p->unsynced += n) >= MAP_FLUSH_GRANULES && map_sync(r, p) < 0)
+            ck_log(CK_LOG_WARN, "cannot sync fetched pack bytes (fetched again when read)");
         pthread_cond_broadcast(&r->fetched);
         g += n;
     }
@@ -1073,7 +1101,7 @@ static void forget(void *ctx, uint32_t id)
     file_names(id, name, hname);
     pthread_mutex_lock(&r->mu);
     struct rpack *p = id < r->npacks ? r->packs[id] : NULL;
-    if (p) rpack_close(p), p->size = UINT64_MAX; /* never to be evicted again */
+    if (p) rpack_close(p, 0), p->size = UINT64_MAX; /* never to be evicted again */
     unlinkat(pdir(r), hname, 0);
     pthread_mutex_unlock(&r->mu);
 }
@@ -1096,10 +1124,12 @@ int remote_attach(remote *r, struct store *st)
         else p->size = z.v[i];
     }
     r->st = st;
+    r->ps = st->packs;
+    r->ahead_stop = 0;
     r->readonly = st->o.readonly;
     pthread_mutex_unlock(&r->mu);
     /* a store older than packs/max-id may have freed ids the bucket holds */
-    if (rc == 0 && !st->o.readonly) pack_note_id(st->packs, sizes_top(&z));
+    if (rc == 0 && !st->o.readonly) rc = pack_note_id(st->packs, sizes_top(&z));
     free(z.v);
     if (rc == 0)
         pack_set_source(st->packs, &(struct pack_source){.fill = fill, .forget = forget, .ctx = r});
@@ -1144,7 +1174,8 @@ void remote_read_all_done(remote *r, struct store *st, packset *saved)
     ahead_drain(r);
     pthread_mutex_lock(&r->mu);
     for (uint32_t i = 0; i < r->npacks; i++)
-        if (r->packs[i]) rpack_close(r->packs[i]);
+        if (r->packs[i]) rpack_close(r->packs[i], 1);
+    r->ps = saved;
     pthread_mutex_unlock(&r->mu);
     pack_close(st->packs);
     st->packs = saved;
@@ -1170,7 +1201,7 @@ static int punch(void *ctx)
     pthread_mutex_lock(&r->mu);
     struct rpack *p = entry(r, e->id);
     int rc = p ? 0 : -ENOMEM;
-    if (p) rpack_close(p);
+    if (p) rpack_close(p, 0);
     uint64_t n = (e->size + REMOTE_GRANULE - 1) / REMOTE_GRANULE;
     uint8_t *zero = rc == 0 ? calloc(n ? n : 1, 1) : NULL;
     int hfd = zero ? openat(pdir(r), hname, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600) : -1;

@@ -50,6 +50,7 @@ struct req {
     char *text;
     size_t text_len;
     int too_big;
+    int range_ignored; /* a ranged GET answered with the whole object */
     /* what came back */
     CURL *h;
     long status;
@@ -142,7 +143,7 @@ static size_t on_write(char *p, size_t size, size_t n, void *ctx)
     curl_easy_getinfo(r->h, CURLINFO_RESPONSE_CODE, &status);
     if (status >= 300 || (!r->out && r->out_fd < 0)) /* error XML, or a reply wanted as text */
         return keep_text(r, p, len) < 0 ? 0 : len;
-    if (r->range_off && status != 206) return 0; /* Range ignored: not these bytes */
+    if (r->range_len && status != 206) return r->range_ignored = 1, 0; /* not these bytes */
     if (r->out) {
         if (len > r->out_cap - r->got) return r->too_big = 1, 0;
         memcpy((char *)r->out + r->got, p, len);
@@ -282,6 +283,7 @@ static void rewind_req(struct req *r)
     r->text = NULL;
     r->text_len = 0;
     r->too_big = 0;
+    r->range_ignored = 0;
     r->etag[0] = 0;
     if (r->out_fd >= 0 && ftruncate(r->out_fd, 0) < 0) { /* the next attempt rewrites it */
     }
@@ -504,7 +506,7 @@ int s3_get_range(s3 *s, const char *key, uint64_t off, size_t len, void *buf, si
     r.range_len = len;
     int rc = run(s, &r);
     /* a server that ignores Range answers 200 with the object from byte 0 */
-    if (rc == 0 && r.status != 206 && off != 0) {
+    if (r.range_ignored || (rc == 0 && r.status != 206)) {
         ck_log(CK_LOG_ERR, "GET %s/%s: the server ignored the byte range", s->url, key);
         rc = -EIO;
     }
