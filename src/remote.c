@@ -25,6 +25,7 @@
 #define LATEST_MAX 512
 #define FETCH_MAX_GRANULES 4 /* one GET: up to 4 MiB of missing granules */
 #define AHEAD_GRANULES 16     /* fetched ahead of a reader: up to 16 MiB */
+#define AHEAD_THREADS 2       /* GETs in flight ahead of a reader */
 #define MAP_FLUSH_GRANULES 64 /* fetched bytes synced and mapped every 64 MiB */
 /* A granule in rpack.have: missing; here and in the map; here, not yet
 ** synced (G_UNSYNCED) or being synced (G_SYNCING), so not in the map;
@@ -56,9 +57,9 @@ struct remote {
     int readonly;        /* st is a read-only copy of the bucket */
     pthread_mutex_t mu;  /* the table and the maps */
     pthread_cond_t fetched; /* some granules stopped being G_FETCHING */
-    /* fetching ahead of a sequential reader, on a thread of its own: */
-    pthread_t ahead;
-    int ahead_on, ahead_stop, ahead_busy;
+    /* fetching ahead of a sequential reader, on threads of their own: */
+    pthread_t ahead[AHEAD_THREADS];
+    int ahead_on, ahead_stop, ahead_busy; /* threads started, busy */
     uint32_t ahead_id;   /* the run to fetch next: pack (0 none) */
     uint64_t ahead_g;    /* and first granule */
     pthread_cond_t ahead_cv;
@@ -427,18 +428,35 @@ static int on_snapshot(void *ctx, const char *key, uint64_t size)
     return 0;
 }
 
-/* Delete all snapshots but the last REMOTE_KEEP_SNAPSHOTS, current and
-** prev (the one LATEST named before; whatever the clocks did, and however
-** many failed pushes left theirs behind); the names kept to *kept. */
+/* Snapshot i of s (oldest first) stays: one of the newest
+** REMOTE_KEEP_SNAPSHOTS, current or prev (the one LATEST named before;
+** whatever the clocks did, and however many failed pushes left theirs
+** behind), or the oldest of its REMOTE_KEEP_EVERY_NS period within the
+** last REMOTE_KEEP_AGE_NS (readers that mounted a while ago). */
+static int snap_kept(const struct snap_names *s, size_t i, const char *current,
+                     const char *prev, int64_t now)
+{
+    if (i + REMOTE_KEEP_SNAPSHOTS >= s->n || strcmp(s->v[i], current) == 0 ||
+        strncmp(s->v[i], prev, 25) == 0)
+        return 1;
+    int64_t t = strtoll(s->v[i] + 5, NULL, 10);
+    const char *env = getenv("CKPTFS_SNAPSHOT_KEEP_S");
+    int64_t age = env ? strtoll(env, NULL, 10) * 1000000000LL : REMOTE_KEEP_AGE_NS;
+    if (now - t > age) return 0;
+    return i == 0 || strtoll(s->v[i - 1] + 5, NULL, 10) / REMOTE_KEEP_EVERY_NS !=
+                     t / REMOTE_KEEP_EVERY_NS;
+}
+
+/* Delete the snapshots snap_kept does not keep; the names kept to *kept. */
 static int trim_snapshots(remote *r, const char *current, const char *prev,
                           struct snap_names *kept)
 {
     struct snap_names s = {0};
+    int64_t now = ck_now_ns();
     int rc = s3_list(r->s, "meta/", on_snapshot, &s);
     for (size_t i = 0; rc == 0 && i < s.n; i++) {
         char key[64];
-        if (i + REMOTE_KEEP_SNAPSHOTS >= s.n || strcmp(s.v[i], current) == 0 ||
-            strncmp(s.v[i], prev, 25) == 0) {
+        if (snap_kept(&s, i, current, prev, now)) {
             rc = ck_grow((void **)&kept->v, &kept->cap, kept->n, sizeof *kept->v);
             if (rc == 0) memcpy(kept->v[kept->n++], s.v[i], sizeof *s.v);
             continue;
@@ -1000,11 +1018,11 @@ static void *ahead_main(void *arg)
         uint32_t id = r->ahead_id;
         uint64_t off = r->ahead_g * REMOTE_GRANULE;
         r->ahead_id = 0;
-        r->ahead_busy = 1;
+        r->ahead_busy++;
         pthread_mutex_unlock(&r->mu);
         (void)pack_fetch(r->ps, id, off, 1); /* a failure: the reader retries */
         pthread_mutex_lock(&r->mu);
-        r->ahead_busy = 0;
+        r->ahead_busy--;
         pthread_cond_broadcast(&r->ahead_cv);
     }
     pthread_mutex_unlock(&r->mu);
@@ -1019,8 +1037,9 @@ static void ahead_ask(remote *r, uint32_t id, struct rpack *p, uint64_t g)
     uint64_t stop = CK_MIN(total, g + AHEAD_GRANULES);
     while (g < stop && p->have[g] != G_MISSING) g++;
     if (g >= stop || in_ahead) return;
-    if (!r->ahead_on && !r->ahead_stop)
-        r->ahead_on = pthread_create(&r->ahead, NULL, ahead_main, r) == 0 ? 1 : -1;
+    while (!r->ahead_stop && r->ahead_on < AHEAD_THREADS &&
+           pthread_create(&r->ahead[r->ahead_on], NULL, ahead_main, r) == 0)
+        r->ahead_on++;
     if (r->ahead_on <= 0) return;
     r->ahead_id = id, r->ahead_g = g;
     pthread_cond_signal(&r->ahead_cv);
@@ -1044,11 +1063,11 @@ void remote_detach(remote *r)
 static void ahead_end(remote *r)
 {
     pthread_mutex_lock(&r->mu);
-    int on = r->ahead_on > 0;
+    int on = r->ahead_on;
     r->ahead_stop = 1;
     pthread_cond_broadcast(&r->ahead_cv);
     pthread_mutex_unlock(&r->mu);
-    if (on) pthread_join(r->ahead, NULL);
+    for (int i = 0; i < on; i++) pthread_join(r->ahead[i], NULL);
     pthread_mutex_lock(&r->mu);
     r->ahead_on = 0;
     pthread_mutex_unlock(&r->mu);

@@ -8,8 +8,9 @@
 **   meta/NNNNNNNNNNNNNNNNNNNN.db
 **                         a snapshot of meta.db (SQLite's online backup),
 **                         named by its time in ns, 20 digits; the last
-**                         REMOTE_KEEP_SNAPSHOTS are kept, and the one
-**                         LATEST names
+**                         REMOTE_KEEP_SNAPSHOTS are kept, the one LATEST
+**                         names, and the oldest of every 10 minutes of
+**                         the last hour
 **   meta/NNNNNNNNNNNNNNNNNNNN.packs
 **                         the packs that snapshot names, text lines:
 **                           ckptfs-packs 1
@@ -50,6 +51,10 @@
 
 #define REMOTE_GRANULE (1u << 20)
 #define REMOTE_KEEP_SNAPSHOTS 3
+/* and, of the last hour ($CKPTFS_SNAPSHOT_KEEP_S seconds if set), the
+** oldest of every 10 minutes */
+#define REMOTE_KEEP_AGE_NS (3600 * 1000000000LL)
+#define REMOTE_KEEP_EVERY_NS (600 * 1000000000LL)
 
 typedef struct remote remote;
 
@@ -102,7 +107,7 @@ void remote_lease_drop(remote *r);
 ** created sparse and filled granule by granule as records are read, and
 ** so are packs remote_evict dropped (their .have map says what is here).
 ** A pack with no map is wholly local. Reads of a copy fetch up to 4 MiB
-** at a time, and a thread fetches up to 16 MiB ahead of the reader. */
+** at a time, and two threads fetch up to 16 MiB ahead of the reader. */
 int remote_attach(remote *r, struct store *st);
 
 /* Stop what remote_attach started (fetching ahead of readers): before

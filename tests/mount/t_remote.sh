@@ -91,6 +91,16 @@ s3curl()
         -H "x-amz-content-sha256: UNSIGNED-PAYLOAD" "$@" "$AWS_ENDPOINT_URL/$path"
 }
 
+# s3has KEY: the object BUCKET/KEY exists (a listing; fails loudly when the
+# listing itself fails, so that "absent" is never a failed request).
+s3has()
+{
+    local out
+    out=$(s3curl "$BUCKET?list-type=2&prefix=$(printf %s "$1" | sed 's|/|%2F|g')") ||
+        fail "cannot list $1 in the bucket"
+    echo "$out" | grep -q "<Key>$1</Key>"
+}
+
 # mount_at STORE DIR OPTS: a second mount beside $MNT, unmounted at exit.
 mount_at()
 {
@@ -189,14 +199,15 @@ s3curl "${URL#s3://}/meta/LATEST" -T "$T/latest.old" || fail "cannot put LATEST 
 mount_at "$T/new4" "$T/remote4" "remote=$URL,ro"
 same_trees "$T/ref.old" "$T/remote4" "the previous snapshot after its packs were compacted away"
 fusermount3 -u "$T/remote4"
-deleted=0
-for i in 1 2 3 4; do
-    out=$("$CKPTCTL" push --json "$STORE") || fail "push $i failed: $out"
-    n=$(echo "$out" | sed -n 's/.*"packs_deleted": \([0-9]*\).*/\1/p')
-    deleted=$((deleted + n))
-done
-[ "$deleted" -ge 1 ] || fail "packs no kept snapshot names were not deleted: $out"
-s3curl "$BUCKET?list-type=2&prefix=${URL#s3://"$BUCKET"/}/packs/00000001.pack" | grep -q "<Key>" &&
+for i in 1 2 3 4; do out=$("$CKPTCTL" push "$STORE") || fail "push $i failed: $out"; done
+# Of the last hour, the first snapshot of each 10 minutes stays, and the
+# packs it names.
+s3has "${URL#s3://"$BUCKET"/}/packs/00000001.pack" ||
+    fail "pack 1, which the first snapshot of the hour names, left the bucket"
+out=$(CKPTFS_SNAPSHOT_KEEP_S=0 "$CKPTCTL" push --json "$STORE") || fail "push failed: $out"
+n=$(echo "$out" | sed -n 's/.*"packs_deleted": \([0-9]*\).*/\1/p')
+[ "$n" -ge 1 ] || fail "packs no kept snapshot names were not deleted: $out"
+s3has "${URL#s3://"$BUCKET"/}/packs/00000001.pack" &&
     fail "pack 1, which no kept snapshot names, is still in the bucket"
 mount_at "$T/new5" "$T/remote5" "remote=$URL,ro"
 same_trees "$REF" "$T/remote5" "live tree after the old packs were deleted in the bucket"
