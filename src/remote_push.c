@@ -300,6 +300,19 @@ static int may_push(remote *r, struct store *st)
     return 0;
 }
 
+/* Multipart uploads a killed push left (this prefix has one writer, and
+** this thread is its only uploader): their parts go. Not fatal. */
+static void sweep_uploads(remote *r)
+{
+    unsigned n = 0;
+    int rc = s3_abort_uploads(r->s, &n);
+    if (rc < 0)
+        ck_log(CK_LOG_WARN, "%s: cannot list unfinished uploads: %s", s3_url(r->s),
+               strerror(-rc));
+    else if (n)
+        ck_log(CK_LOG_INFO, "%s: %u unfinished uploads aborted", s3_url(r->s), n);
+}
+
 int remote_push(remote *r, struct store *st, int live, remote_progress_cb cb, void *ctx,
                 struct remote_push_stats *out)
 {
@@ -314,6 +327,7 @@ int remote_push(remote *r, struct store *st, int live, remote_progress_cb cb, vo
     if (rc == 0 && pdfd < 0) rc = -errno;
     if (rc == 0) rmt_lease_tick(r);
     if (rc == 0) rc = remote_claim(r, st);
+    if (rc == 0) sweep_uploads(r);
     if (rc == 0) rc = take_snapshot(st, &sn);
     /* Every record the snapshot names is in a pack up to the one taking
     ** appends now; sealed and its appends written, those are final. */

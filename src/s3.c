@@ -600,3 +600,46 @@ int s3_list(s3 *s, const char *sub, s3_list_cb cb, void *ctx)
     } while (rc == 0 && token[0]);
     return rc;
 }
+
+/* Abort the multipart uploads one listing page names; *n counts them. */
+static int abort_page(s3 *s, const char *text, size_t tlen, unsigned *n)
+{
+    char item[4096], key[1024], id[512], enc[1600], q[1700];
+    size_t pos = 0, plen = strlen(s->prefix) + (s->prefix[0] ? 1 : 0);
+    int rc;
+    while ((rc = s3_xml_next(text, tlen, &pos, "Upload", item, sizeof item)) == 0) {
+        size_t kp = 0, ip = 0;
+        if (s3_xml_next(item, strlen(item), &kp, "Key", key, sizeof key) < 0 ||
+            s3_xml_next(item, strlen(item), &ip, "UploadId", id, sizeof id) < 0 ||
+            strlen(key) < plen || !id[0])
+            return -EIO;
+        qenc(id, enc, sizeof enc);
+        snprintf(q, sizeof q, "uploadId=%s", enc);
+        struct req r = req_new("DELETE", key + plen, q);
+        rc = run(s, &r);
+        free(r.text);
+        if (rc < 0) return rc;
+        (*n)++;
+    }
+    return rc == -ENOENT ? 0 : -EIO;
+}
+
+int s3_abort_uploads(s3 *s, unsigned *n)
+{
+    char full[1024], pe[3200], q[3300];
+    snprintf(full, sizeof full, "%s%s", s->prefix, s->prefix[0] ? "/" : "");
+    qenc(full, pe, sizeof pe);
+    snprintf(q, sizeof q, "prefix=%s&uploads=", pe); /* sorted, as SigV4 wants */
+    *n = 0;
+    unsigned before;
+    int rc = 0;
+    do { /* each page aborted is gone from the next listing */
+        before = *n;
+        struct req r = req_new("GET", "", q);
+        r.bucket = 1;
+        rc = run(s, &r);
+        if (rc == 0 && r.text) rc = abort_page(s, r.text, r.text_len, n);
+        free(r.text);
+    } while (rc == 0 && *n > before && *n < 100000);
+    return rc;
+}

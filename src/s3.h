@@ -71,6 +71,11 @@ int s3_delete(s3 *s, const char *key);
 typedef int (*s3_list_cb)(void *ctx, const char *key, uint64_t size);
 int s3_list(s3 *s, const char *sub, s3_list_cb cb, void *ctx);
 
+/* Abort every unfinished multipart upload under the prefix (left by a
+** process killed mid-upload: their parts take space and are never
+** listed as objects); *n gets how many. */
+int s3_abort_uploads(s3 *s, unsigned *n);
+
 /* Pure: the next <tag>value</tag> in xml[*pos, len) (an S3 reply), value
 ** copied into out (cap bytes, NUL-terminated, XML entities decoded); *pos
 ** moves past it. 0 if found, -ENOENT if not, -ENAMETOOLONG if it does not

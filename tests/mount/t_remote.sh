@@ -29,7 +29,8 @@
 # With local_gib, uploaded packs are dropped locally and read back from the
 # bucket, by the mount and by ckptctl; a mount without remote= is refused.
 # A push through tests/s3fault.py (every third request fails with 503 or
-# 500, every reply delayed) completes and reads back exact.
+# 500, every reply delayed) completes and reads back exact. A push aborts
+# the multipart uploads a killed one left.
 set -euo pipefail
 # shellcheck source=tests/lib.sh
 . "$TESTLIB"
@@ -134,7 +135,14 @@ umount_fs
 
 out=$("$CKPTCTL" push --remote "$URL" "$STORE") || fail "ckptctl push failed: $out"
 echo "$out" | grep -q ", [1-9][0-9]* sent" || fail "the first push sent no pack: $out"
+# A multipart upload a killed push left behind: the next push aborts it.
+uploads() { s3curl "$BUCKET?prefix=$(printf %s "${URL#s3://"$BUCKET"/}/" | sed 's|/|%2F|g')&uploads=" ||
+    fail "cannot list multipart uploads"; }
+s3curl "${URL#s3://}/packs/99999999.pack?uploads=" -X POST | grep -q "<UploadId>" ||
+    fail "cannot start a multipart upload"
+uploads | grep -q "<UploadId>" || fail "the listing of multipart uploads does not show one started"
 out=$("$CKPTCTL" push "$STORE") || fail "a second push (remote remembered) failed: $out"
+uploads | grep -q "<UploadId>" && fail "a push left an unfinished multipart upload in place"
 echo "$out" | grep -q ", 0 sent" || fail "a second push sent packs again: $out"
 
 NEW=$T/new
