@@ -49,6 +49,7 @@ struct packset {
     uint64_t direct_writes; /* records written with them */
     uint32_t nfds;
     uint32_t max_id;   /* highest id ever created (max-id, or on disk) */
+    uint32_t recorded; /* the id max-id holds (0: none) */
     uint32_t cur;      /* pack taking appends; 0 before the first append */
     struct pack_source src; /* fill NULL: every pack is local */
     uint64_t cur_end;  /* reserved end of cur */
@@ -98,9 +99,12 @@ static uint32_t read_max_id(int dfd)
     return v <= UINT32_MAX ? (uint32_t)v : 0;
 }
 
-/* Record id as the highest created, durably once the directory is synced. */
-static int write_max_id(int dfd, uint32_t id)
+/* Record id as the highest created, durably once the directory is synced;
+** caller holds mu. Needed only before a pack above the recorded id goes:
+** while the highest pack is on disk, the directory says as much. */
+static int write_max_id(packset *ps, uint32_t id)
 {
+    int dfd = ps->dirfd;
     char t[16];
     int n = snprintf(t, sizeof t, "%" PRIu32 "\n", id);
     int fd = openat(dfd, "max-id.tmp", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
@@ -109,6 +113,7 @@ static int write_max_id(int dfd, uint32_t id)
     if (rc == 0 && fdatasync(fd) < 0) rc = -errno;
     close(fd);
     if (rc == 0 && renameat(dfd, "max-id.tmp", dfd, "max-id") < 0) rc = -errno;
+    if (rc == 0) ps->recorded = id;
     return rc;
 }
 
@@ -127,7 +132,7 @@ int pack_open(const char *dir, const struct pack_opts *o, packset **out)
     pthread_mutex_init(&ps->mu, NULL);
     pthread_rwlock_init(&ps->rl, NULL);
     pthread_cond_init(&ps->idle_cv, NULL);
-    ps->max_id = read_max_id(dfd);
+    ps->max_id = ps->recorded = read_max_id(dfd);
     DIR *d = ck_dir_of(dfd);
     if (d) {
         struct dirent *e;
@@ -190,8 +195,8 @@ int pack_note_id(packset *ps, uint32_t id)
     int rc = 0;
     pthread_mutex_lock(&ps->mu);
     if (id > ps->max_id && !ps->o.readonly) {
-        ps->max_id = id; /* whatever follows: start_pack records what it makes */
-        rc = write_max_id(ps->dirfd, id);
+        ps->max_id = id; /* kept in memory even if recording it fails */
+        rc = write_max_id(ps, id);
         if (rc == 0 && fsync(ps->dirfd) < 0) rc = -errno;
     }
     pthread_mutex_unlock(&ps->mu);
@@ -296,7 +301,6 @@ static int start_pack(packset *ps)
     pack_name(id, name);
     int *slot = fd_slot(ps, id);
     if (!slot) return -ENOMEM;
-    CK_TRY(write_max_id(ps->dirfd, id)); /* made durable with the name below */
     int fd = openat(ps->dirfd, name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0) return -errno;
     uint8_t h[PACK_FILE_HDR];
@@ -581,7 +585,9 @@ int pack_remove(packset *ps, uint32_t id)
     if (slot && *slot >= 0) close(*slot), *slot = -1;
     if (slot) close_dfd(ps, id);
     if (id == ps->cur) ps->cur = 0; /* appends start a new pack */
-    int rc = unlinkat(ps->dirfd, name, 0) < 0 ? -errno : 0;
+    /* the highest pack may be the one going: its id stays taken */
+    int rc = id > ps->recorded ? write_max_id(ps, ps->max_id) : 0;
+    if (rc == 0 && unlinkat(ps->dirfd, name, 0) < 0) rc = -errno;
     if (rc == 0 && ps->src.forget) ps->src.forget(ps->src.ctx, id);
     if (rc == 0 && fsync(ps->dirfd) < 0) rc = -errno;
     pthread_mutex_unlock(&ps->mu);

@@ -35,10 +35,11 @@
 ** that finds no record header where one could start, and only zeros up to
 ** the next multiple of 4096, goes on from there.
 **
-** STORE/packs/max-id holds the highest pack id ever created, as decimal
-** text and a newline. Ids are never reused, even after gc removed the
-** highest pack: a pack id names one content for good, which copies of the
-** store elsewhere (remote.h) rely on.
+** STORE/packs/max-id holds, as decimal text and a newline, a pack id that
+** is taken even if no pack has it now: written before a pack above it is
+** removed (and for ids a bucket's copy knows). Ids are never reused, even
+** after gc removed the highest pack: a pack id names one content for good,
+** which copies of the store elsewhere (remote.h) rely on.
 */
 #ifndef CKPT_PACK_H
 #define CKPT_PACK_H
