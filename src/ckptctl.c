@@ -860,8 +860,7 @@ static int open_store(const char *path, const char *cmd, int mode, int create,
     snprintf(db, sizeof db, "%s/meta.db", path);
     if (!create && stat(db, &sb) < 0)
         return fail(EX_FAIL, "cannot open store %s: not a ckptfs store", path);
-    snprintf(db, sizeof db, "%s/remote.snapshot", path);
-    if (mode != RO && access(db, F_OK) == 0)
+    if (mode != RO && remote_is_copy(AT_FDCWD, path))
         return fail(EX_FAIL, "store %s is a read-only copy of a bucket: %s would change it, "
                     "and a push from it would lose what it never read", path, cmd);
     rc = store_open(path, &so, st);

@@ -516,9 +516,7 @@ int main(int argc, char **argv)
                     .ra_kib = GIVEN(N_READAHEAD) ? (unsigned long)NUM(N_READAHEAD) : 1024};
     struct vfs_opts vo = {.direct_writes = !GIVEN(N_DIRECT) || NUM(N_DIRECT) != 0};
     so.readonly = cli.ro;
-    char snap[PATH_MAX];
-    snprintf(snap, sizeof snap, "%s/remote.snapshot", cli.store);
-    if (!cli.ro && access(snap, F_OK) == 0) {
+    if (!cli.ro && remote_is_copy(AT_FDCWD, cli.store)) {
         fprintf(stderr, "ckptfs: %s is a read-only copy of a bucket (it holds only what was "
                 "read): mount it with -o ro\n", cli.store);
         return 1;

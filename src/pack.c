@@ -82,9 +82,20 @@ int pack_rec_decode(const uint8_t h[PACK_REC_HDR], struct pack_rec *r)
 
 static void mark_dirty(packset *ps, uint32_t id, uint8_t on);
 
-static void pack_name(uint32_t id, char name[32])
+void pack_file_name(uint32_t id, char name[32])
 {
     snprintf(name, 32, "%08u.pack", id);
+}
+
+int pack_parse_name(const char *name, uint32_t *id)
+{
+    unsigned v;
+    char tail[8];
+    if (strlen(name) != 13 || sscanf(name, "%8u.%7s", &v, tail) != 2 ||
+        strcmp(tail, "pack") != 0 || v == 0)
+        return 0;
+    *id = v;
+    return 1;
 }
 
 /* max-id's number, 0 if it is missing or unreadable (the directory's
@@ -137,11 +148,8 @@ int pack_open(const char *dir, const struct pack_opts *o, packset **out)
     if (d) {
         struct dirent *e;
         while ((e = readdir(d)) != NULL) {
-            unsigned id;
-            char tail[8];
-            if (sscanf(e->d_name, "%8u.%7s", &id, tail) == 2 &&
-                strcmp(tail, "pack") == 0 && id > ps->max_id)
-                ps->max_id = id;
+            uint32_t id;
+            if (pack_parse_name(e->d_name, &id) && id > ps->max_id) ps->max_id = id;
         }
         closedir(d);
     }
@@ -241,7 +249,7 @@ static int get_fd(packset *ps, uint32_t id, int *fd)
         rc = -ENOMEM;
     } else if (*slot < 0) {
         char name[32];
-        pack_name(id, name);
+        pack_file_name(id, name);
         int flags = (ps->o.readonly ? O_RDONLY : O_RDWR) | O_CLOEXEC;
         *slot = openat(ps->dirfd, name, flags);
         if (*slot < 0 && errno == ENOENT && ps->src.fill &&
@@ -298,7 +306,7 @@ static int start_pack(packset *ps)
 {
     uint32_t id = ps->max_id + 1;
     char name[32];
-    pack_name(id, name);
+    pack_file_name(id, name);
     int *slot = fd_slot(ps, id);
     if (!slot) return -ENOMEM;
     int fd = openat(ps->dirfd, name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
@@ -354,7 +362,7 @@ static int get_dfd(packset *ps, uint32_t id)
         int *d = &ps->dfds[id];
         if (*d == -1) {
             char name[32];
-            pack_name(id, name);
+            pack_file_name(id, name);
             int mode = ps->o.readonly ? O_RDONLY : O_RDWR;
             fd = openat(ps->dirfd, name, mode | O_DIRECT | O_CLOEXEC);
             if (fd >= 0 || errno == EINVAL || errno == EOPNOTSUPP) *d = fd < 0 ? -2 : fd;
@@ -523,7 +531,7 @@ int pack_sync(packset *ps, uint32_t id)
 {
     int fd;
     char name[32];
-    pack_name(id, name);
+    pack_file_name(id, name);
     int rc = fd_hold(ps, id, &fd);
     /* Removed by gc: whatever was live in it was copied and synced first. */
     if (rc < 0 && id < pack_limit(ps) && faccessat(ps->dirfd, name, F_OK, 0) < 0 &&
@@ -578,7 +586,7 @@ int pack_check(packset *ps, uint32_t id, uint64_t off, const struct pack_rec *ex
 int pack_remove(packset *ps, uint32_t id)
 {
     char name[32];
-    pack_name(id, name);
+    pack_file_name(id, name);
     pthread_rwlock_wrlock(&ps->rl); /* no reader is using its descriptors */
     pthread_mutex_lock(&ps->mu);
     int *slot = id < ps->nfds ? &ps->fds[id] : NULL;

@@ -74,6 +74,10 @@ struct pack_opts {
     int readonly;
 };
 
+/* The file name of pack id (NNNNNNNN.pack); 1 with *id if name is one. */
+void pack_file_name(uint32_t id, char name[32]);
+int pack_parse_name(const char *name, uint32_t *id);
+
 /* Open the packs directory (created if missing and not readonly). Appends go
 ** to a new pack whose id is one past the highest ever created (max-id). */
 int pack_open(const char *dir, const struct pack_opts *o, packset **out);

@@ -5,7 +5,6 @@
 #include "remote_int.h"
 #include "common.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <signal.h>
@@ -15,7 +14,6 @@
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <xxhash.h>
 
 int remote_open(const char *url, const char *endpoint, remote **out)
 {
@@ -256,20 +254,26 @@ int remote_lease_take(remote *r, const char *store_real, char *who, size_t cap)
     return rc;
 }
 
+/* 0 if the lease in the bucket is this mount's (or gone, or unreadable:
+** -ENOENT, -EIO); -EBUSY, said once, if another took it. */
+static int lease_still_mine(remote *r, const char *what)
+{
+    struct holder h;
+    if (r->lease_lost) return -EBUSY;
+    int rc = get_holder(r, &h);
+    if (rc < 0) return rc;
+    if (lease_mine(r, &h)) return 0;
+    ck_log(CK_LOG_ERR, "%s: %s pid %ld (store %s) took the lease while this mount held it "
+           "(not renewed in time): %s", s3_url(r->s), h.host, h.pid, h.store, what);
+    r->lease_lost = 1;
+    return -EBUSY;
+}
+
 int remote_lease_renew(remote *r)
 {
     if (!r->lease_store[0]) return 0;
-    if (r->lease_lost) return -EBUSY;
-    struct holder h;
-    int rc = get_holder(r, &h);
-    if (rc == 0 && !lease_mine(r, &h)) {
-        ck_log(CK_LOG_ERR, "%s: %s pid %ld (store %s) took the lease while this mount held "
-               "it (not renewed in time): uploads stop here", s3_url(r->s), h.host, h.pid,
-               h.store);
-        r->lease_lost = 1;
-        return -EBUSY;
-    }
-    return rc < 0 && rc != -ENOENT && rc != -EIO ? rc : put_lease(r);
+    int rc = lease_still_mine(r, "uploads stop here");
+    return rc == 0 || rc == -ENOENT || rc == -EIO ? put_lease(r) : rc;
 }
 
 /* Renew the lease if a quarter of its time has passed (long uploads). */
@@ -281,27 +285,18 @@ void rmt_lease_tick(remote *r)
 }
 
 /* Before LATEST moves or anything is deleted: this push's lease (if it
-** holds one) is still its own. */
+** holds one) is still its own; unsure (unreadable) is no. */
 int rmt_lease_check(remote *r)
 {
-    struct holder h;
     if (!r->lease_store[0]) return 0;
-    int rc = r->lease_lost ? 0 : get_holder(r, &h);
-    if (rc < 0 && rc != -ENOENT) return rc; /* unsure: move nothing */
-    if (rc == 0 && !r->lease_lost && !lease_mine(r, &h)) {
-        ck_log(CK_LOG_ERR, "%s: %s pid %ld (store %s) holds the lease now: this push stops",
-               s3_url(r->s), h.host, h.pid, h.store);
-        r->lease_lost = 1;
-    }
-    return r->lease_lost ? -EBUSY : 0;
+    int rc = lease_still_mine(r, "this push stops");
+    return rc == -ENOENT ? 0 : rc;
 }
 
 void remote_lease_drop(remote *r)
 {
     if (!r->lease_store[0]) return;
-    struct holder h;
-    if (!r->lease_lost && get_holder(r, &h) == 0 && lease_mine(r, &h) &&
-        s3_delete(r->s, LEASE) < 0)
+    if (lease_still_mine(r, "left in place") == 0 && s3_delete(r->s, LEASE) < 0)
         ck_log(CK_LOG_WARN, "%s: could not drop the lease; it lapses in %lld s", s3_url(r->s),
                REMOTE_LEASE_NS / 1000000000);
     r->lease_store[0] = 0;

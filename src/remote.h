@@ -87,6 +87,10 @@ int remote_push(remote *r, struct store *st, int live, remote_progress_cb cb, vo
 ** holds no snapshot. */
 int remote_pull_meta(remote *r, const char *store_path);
 
+/* 1 if the store at dir (relative to dirfd) is a read-only copy of a
+** bucket (remote_pull_meta made it: it holds remote.snapshot). */
+int remote_is_copy(int dirfd, const char *dir);
+
 /* Make sure the prefix is st's copy (the object "store"), claiming an
 ** empty prefix: -EEXIST, said in the log, when it holds another store's. */
 int remote_claim(remote *r, struct store *st);

@@ -17,14 +17,22 @@
 
 void rmt_file_names(uint32_t id, char name[32], char hname[32])
 {
-    snprintf(name, 32, "%08" PRIu32 ".pack", id);
+    pack_file_name(id, name);
     snprintf(hname, 32, "%08" PRIu32 ".have", id);
 }
 
-/* st is a read-only copy of a bucket (remote_pull_meta made it). */
-int rmt_is_copy(struct store *st)
+void rmt_pack_key(uint32_t id, char key[48])
 {
-    return faccessat(st->dirfd, "remote.snapshot", F_OK, 0) == 0;
+    char name[32];
+    pack_file_name(id, name);
+    snprintf(key, 48, "packs/%s", name);
+}
+
+int remote_is_copy(int dirfd, const char *dir)
+{
+    char p[4096];
+    snprintf(p, sizeof p, "%s/remote.snapshot", dir);
+    return faccessat(dirfd, p, F_OK, 0) == 0;
 }
 
 /* a and b name one bucket and prefix. */
@@ -34,19 +42,6 @@ int rmt_same_url(const char *a, const char *b)
     return s3_parse_url(a, ab, sizeof ab, ap, sizeof ap) == 0 &&
            s3_parse_url(b, bb, sizeof bb, bp, sizeof bp) == 0 && !strcmp(ab, bb) &&
            !strcmp(ap, bp);
-}
-
-static int pack_id_of(const char *name, const char *dir, uint32_t *id)
-{
-    unsigned v;
-    char tail[8];
-    size_t dl = strlen(dir);
-    if (strncmp(name, dir, dl) != 0) return 0;
-    if (sscanf(name + dl, "%8u.%7s", &v, tail) != 2 || strcmp(tail, "pack") != 0 ||
-        strlen(name + dl) != 13 || v == 0)
-        return 0;
-    *id = v;
-    return 1;
 }
 
 /* ---- the bucket's packs: sizes by id ---- */
@@ -81,7 +76,8 @@ uint32_t rmt_sizes_top(const struct sizes *z)
 static int on_remote_pack(void *ctx, const char *key, uint64_t size)
 {
     uint32_t id;
-    return pack_id_of(key, "packs/", &id) ? rmt_sizes_set(ctx, id, size) : 0;
+    return strncmp(key, "packs/", 6) == 0 && pack_parse_name(key + 6, &id)
+               ? rmt_sizes_set(ctx, id, size) : 0;
 }
 
 int rmt_list_packs(remote *r, struct sizes *z)
@@ -89,9 +85,9 @@ int rmt_list_packs(remote *r, struct sizes *z)
     return s3_list(r->s, "packs/", on_remote_pack, z);
 }
 
-/* The sizes of the pack files in pdfd, and (disk != NULL) the bytes they
-** take on disk. */
-int rmt_list_local(int pdfd, struct sizes *z, uint64_t *disk)
+/* The sizes of the pack files in pdfd, and (disk != NULL) the bytes each
+** takes on disk. */
+int rmt_list_local(int pdfd, struct sizes *z, struct sizes *disk)
 {
     DIR *d = ck_dir_of(pdfd);
     if (!d) return -errno;
@@ -99,11 +95,10 @@ int rmt_list_local(int pdfd, struct sizes *z, uint64_t *disk)
     struct stat sb;
     int rc = 0;
     uint32_t id;
-    if (disk) *disk = 0;
     while (rc == 0 && (e = readdir(d)) != NULL)
-        if (pack_id_of(e->d_name, "", &id) && fstatat(pdfd, e->d_name, &sb, 0) == 0) {
+        if (pack_parse_name(e->d_name, &id) && fstatat(pdfd, e->d_name, &sb, 0) == 0) {
             rc = rmt_sizes_set(z, id, (uint64_t)sb.st_size);
-            if (disk) *disk += (uint64_t)sb.st_blocks * 512;
+            if (rc == 0 && disk) rc = rmt_sizes_set(disk, id, (uint64_t)sb.st_blocks * 512);
         }
     closedir(d);
     return rc;

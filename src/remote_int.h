@@ -72,13 +72,13 @@ struct latest {
 };
 
 void rmt_file_names(uint32_t id, char name[32], char hname[32]);
-int rmt_is_copy(struct store *st);
+void rmt_pack_key(uint32_t id, char key[48]); /* the object: packs/NNNNNNNN.pack */
 int rmt_same_url(const char *a, const char *b);
 int rmt_sizes_set(struct sizes *z, uint32_t id, uint64_t size);
 uint64_t rmt_sizes_get(const struct sizes *z, uint32_t id);
 uint32_t rmt_sizes_top(const struct sizes *z);
 int rmt_list_packs(remote *r, struct sizes *z);
-int rmt_list_local(int pdfd, struct sizes *z, uint64_t *disk);
+int rmt_list_local(int pdfd, struct sizes *z, struct sizes *disk);
 int rmt_snapshot_key(const char *key);
 int rmt_read_latest(remote *r, struct latest *l);
 int rmt_file_hash(int fd, uint64_t *size, uint64_t *hash);

@@ -32,7 +32,7 @@ static int send_pack(struct push *p, int pdfd, uint32_t id, uint64_t size)
 {
     char name[32], hname[32], key[48];
     rmt_file_names(id, name, hname);
-    snprintf(key, sizeof key, "packs/%s", name);
+    rmt_pack_key(id, key);
     if (faccessat(pdfd, hname, F_OK, 0) == 0) { /* holes read as zeros: never send */
         ck_log(CK_LOG_ERR, "%s: lacks pack %" PRIu32 ", which is only partly here",
                s3_url(p->r->s), id);
@@ -173,15 +173,13 @@ static int on_snapshot(void *ctx, const char *key, uint64_t size)
 ** behind), or the oldest of its REMOTE_KEEP_EVERY_NS period within the
 ** last REMOTE_KEEP_AGE_NS (readers that mounted a while ago). */
 static int snap_kept(const struct snap_names *s, size_t i, const char *current,
-                     const char *prev, int64_t now)
+                     const char *prev, int64_t since)
 {
     if (i + REMOTE_KEEP_SNAPSHOTS >= s->n || strcmp(s->v[i], current) == 0 ||
         strncmp(s->v[i], prev, 25) == 0)
         return 1;
     int64_t t = strtoll(s->v[i] + 5, NULL, 10);
-    const char *env = getenv("CKPTFS_SNAPSHOT_KEEP_S");
-    int64_t age = env ? strtoll(env, NULL, 10) * 1000000000LL : REMOTE_KEEP_AGE_NS;
-    if (now - t > age) return 0;
+    if (t < since) return 0;
     return i == 0 || strtoll(s->v[i - 1] + 5, NULL, 10) / REMOTE_KEEP_EVERY_NS !=
                      t / REMOTE_KEEP_EVERY_NS;
 }
@@ -191,11 +189,13 @@ static int trim_snapshots(remote *r, const char *current, const char *prev,
                           struct snap_names *kept)
 {
     struct snap_names s = {0};
-    int64_t now = ck_now_ns();
+    const char *env = getenv("CKPTFS_SNAPSHOT_KEEP_S");
+    int64_t since = ck_now_ns() - (env ? strtoll(env, NULL, 10) * 1000000000LL
+                                       : REMOTE_KEEP_AGE_NS);
     int rc = s3_list(r->s, "meta/", on_snapshot, &s);
     for (size_t i = 0; rc == 0 && i < s.n; i++) {
         char key[64];
-        if (snap_kept(&s, i, current, prev, now)) {
+        if (snap_kept(&s, i, current, prev, since)) {
             rc = ck_grow((void **)&kept->v, &kept->cap, kept->n, sizeof *kept->v);
             if (rc == 0) memcpy(kept->v[kept->n++], s.v[i], sizeof *s.v);
             continue;
@@ -231,14 +231,17 @@ static int send_packs(struct push *p, int pdfd, const struct sizes *local,
     return 0;
 }
 
-/* The packs some kept snapshot names, in *used; 1 if one of them has no
-** list (an older push): then nothing may be deleted. */
-static int kept_packs(remote *r, const struct snap_names *kept, uint32_t limit, struct sizes *used)
+/* The packs some kept snapshot names, in *used (the current one's list is
+** at hand); 1 if one of them has no list (an older push): then nothing
+** may be deleted. */
+static int kept_packs(remote *r, const struct snap *cur, const struct snap_names *kept,
+                      uint32_t limit, struct sizes *used)
 {
     size_t cap = 1 << 20, got = 0;
     char *t = malloc(cap + 1), key[64];
-    int rc = t ? 0 : -ENOMEM;
+    int rc = t ? parse_used(cur->used.t, limit, used) : -ENOMEM;
     for (size_t i = 0; rc == 0 && i < kept->n; i++) {
+        if (strcmp(kept->v[i], cur->key) == 0) continue;
         snprintf(key, sizeof key, "%s.packs", kept->v[i]);
         rc = s3_get_buf(r->s, key, t, cap, &got);
         if (rc == -ENOENT) rc = 1;
@@ -251,16 +254,17 @@ static int kept_packs(remote *r, const struct snap_names *kept, uint32_t limit, 
 /* Delete the bucket's packs up to id last that the store no longer has
 ** and no kept snapshot names. */
 static int drop_packs(remote *r, const struct sizes *local, const struct sizes *have,
-                      uint32_t last, const struct snap_names *kept, struct remote_push_stats *z)
+                      uint32_t last, const struct snap *cur, const struct snap_names *kept,
+                      struct remote_push_stats *z)
 {
     struct sizes used = {0};
-    int rc = kept_packs(r, kept, have->n, &used);
+    int rc = kept_packs(r, cur, kept, have->n, &used);
     for (uint32_t id = 1; rc == 0 && id <= last && id < have->n; id++) {
         char key[48];
         if (have->v[id] == UINT64_MAX || rmt_sizes_get(local, id) != UINT64_MAX ||
             rmt_sizes_get(&used, id) != UINT64_MAX)
             continue;
-        snprintf(key, sizeof key, "packs/%08" PRIu32 ".pack", id);
+        rmt_pack_key(id, key);
         rc = s3_delete(r->s, key);
         if (rc == 0) z->packs_deleted++;
     }
@@ -286,7 +290,7 @@ static void note_sent(remote *r, const struct sizes *local, uint32_t last)
 static int may_push(remote *r, struct store *st)
 {
     char url[1024];
-    if (rmt_is_copy(st)) {
+    if (remote_is_copy(st->dirfd, ".")) {
         ck_log(CK_LOG_ERR, "%s is a read-only copy of a bucket: push from the store that "
                "wrote it", st->path);
         return -EROFS;
@@ -322,9 +326,8 @@ int remote_push(remote *r, struct store *st, int live, remote_progress_cb cb, vo
     struct snap sn = {.fd = -1};
     struct snap_names kept = {0};
     struct latest prev = {.snapshot = ""};
+    int pdfd = pack_dirfd(st->packs);
     int rc = may_push(r, st);
-    int pdfd = rc < 0 ? -1 : openat(st->dirfd, "packs", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (rc == 0 && pdfd < 0) rc = -errno;
     if (rc == 0) rmt_lease_tick(r);
     if (rc == 0) rc = remote_claim(r, st);
     if (rc == 0) sweep_uploads(r);
@@ -342,9 +345,8 @@ int remote_push(remote *r, struct store *st, int live, remote_progress_cb cb, vo
     if (rc == 0) note_sent(r, &local, last);
     if (rc == 0) rc = rmt_lease_check(r);
     if (rc == 0) rc = trim_snapshots(r, sn.key, prev.snapshot, &kept);
-    if (rc == 0) rc = drop_packs(r, &local, &have, last, &kept, &z);
+    if (rc == 0) rc = drop_packs(r, &local, &have, last, &sn, &kept, &z);
     if (sn.fd >= 0) close(sn.fd);
-    if (pdfd >= 0) close(pdfd);
     free(sn.used.t);
     free(kept.v);
     free(have.v);

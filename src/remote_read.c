@@ -121,7 +121,7 @@ static struct rpack *rpack_get(remote *r, uint32_t id, int *rc)
 static int fetch(remote *r, uint32_t id, struct rpack *p, uint64_t g, uint64_t n)
 {
     char key[48];
-    snprintf(key, sizeof key, "packs/%08" PRIu32 ".pack", id);
+    rmt_pack_key(id, key);
     uint64_t off = g * REMOTE_GRANULE;
     size_t len = (size_t)CK_MIN((uint64_t)n * REMOTE_GRANULE, p->local - off), got = 0;
     uint8_t *buf = malloc(len);
@@ -290,7 +290,7 @@ int remote_attach(remote *r, struct store *st)
 {
     struct sizes z = {0};
     char url[1024];
-    if (!rmt_is_copy(st) && remote_needed(st, url, sizeof url) && url[0] &&
+    if (!remote_is_copy(st->dirfd, ".") && remote_needed(st, url, sizeof url) && url[0] &&
         !rmt_same_url(url, s3_url(r->s))) {
         ck_log(CK_LOG_ERR, "some packs of %s are only in %s, not in %s", st->path, url,
                s3_url(r->s));
@@ -401,27 +401,26 @@ static int punch(void *ctx)
 
 int remote_evict(remote *r, struct store *st, uint64_t keep, uint64_t *freed)
 {
-    struct sizes local = {0};
+    struct sizes local = {0}, disk = {0};
     uint64_t use = 0, before;
     uint32_t limit = pack_limit(st->packs);
-    int pdfd = pack_dirfd(st->packs);
-    int rc = rmt_list_local(pdfd, &local, &use);
+    int rc = rmt_list_local(pack_dirfd(st->packs), &local, &disk);
+    for (uint32_t id = 1; id < disk.n; id++)
+        if (disk.v[id] != UINT64_MAX) use += disk.v[id];
     before = use;
     for (uint32_t id = 1; rc == 0 && use > keep && id < local.n && id < limit; id++) {
         pthread_mutex_lock(&r->mu);
         struct rpack *p = id < r->npacks ? r->packs[id] : NULL;
         int sent = p && p->size != UINT64_MAX && p->size == local.v[id];
         pthread_mutex_unlock(&r->mu);
-        if (!sent) continue; /* not in the bucket as it is here */
-        struct stat sb;
-        char name[32], hname[32];
-        rmt_file_names(id, name, hname);
-        if (fstatat(pdfd, name, &sb, 0) < 0 || sb.st_blocks == 0) continue;
+        uint64_t bytes = rmt_sizes_get(&disk, id);
+        if (!sent || bytes == 0 || bytes == UINT64_MAX) continue; /* not uploaded, or dropped */
         struct evict e = {.r = r, .id = id, .size = local.v[id]};
         rc = pack_exclusive(st->packs, punch, &e);
-        if (rc == 0) use -= CK_MIN(use, (uint64_t)sb.st_blocks * 512);
+        if (rc == 0) use -= CK_MIN(use, bytes);
     }
     free(local.v);
+    free(disk.v);
     if (freed) *freed = before - use;
     return rc;
 }

@@ -54,7 +54,6 @@ struct req {
     /* what came back */
     CURL *h;
     long status;
-    curl_off_t length; /* Content-Length, -1 unknown */
     char etag[128];
 };
 
@@ -204,8 +203,6 @@ static void set_method(CURL *h, struct req *r)
     } else if (strcmp(m, "POST") == 0) {
         curl_easy_setopt(h, CURLOPT_POST, 1L);
         curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)r->in_len);
-    } else if (strcmp(m, "HEAD") == 0) {
-        curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
     } else if (strcmp(m, "DELETE") == 0) {
         curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, "DELETE");
     }
@@ -241,8 +238,6 @@ static CURLcode perform(s3 *s, struct req *r, CURL *h)
     set_method(h, r);
     CURLcode cc = curl_easy_perform(h);
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &r->status);
-    if (curl_easy_getinfo(h, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &r->length) != CURLE_OK)
-        r->length = -1;
     curl_slist_free_all(hl);
     return cc;
 }
@@ -536,16 +531,6 @@ int s3_get_buf(s3 *s, const char *key, void *buf, size_t cap, size_t *got)
     return rc;
 }
 
-int s3_head(s3 *s, const char *key, uint64_t *size)
-{
-    struct req r = req_new("HEAD", key, NULL);
-    int rc = run(s, &r);
-    free(r.text);
-    if (rc == 0 && r.length < 0) rc = -EIO;
-    if (rc == 0) *size = (uint64_t)r.length;
-    return rc;
-}
-
 int s3_delete(s3 *s, const char *key)
 {
     struct req r = req_new("DELETE", key, NULL);
@@ -554,23 +539,47 @@ int s3_delete(s3 *s, const char *key)
     return rc;
 }
 
+/* Each <tag> element of a reply: its <Key> (made relative to the prefix)
+** and the text of its <field> to cb; a non-zero cb stops. An element that
+** does not parse is an error, never skipped. */
+typedef int (*element_cb)(s3 *s, void *ctx, const char *key, const char *field);
+static int each_element(s3 *s, const char *text, size_t tlen, const char *tag,
+                        const char *field, element_cb cb, void *ctx)
+{
+    char item[4096], key[1024], val[512];
+    size_t pos = 0, plen = strlen(s->prefix) + (s->prefix[0] ? 1 : 0);
+    int rc;
+    while ((rc = s3_xml_next(text, tlen, &pos, tag, item, sizeof item)) == 0) {
+        size_t kp = 0, vp = 0;
+        if (s3_xml_next(item, strlen(item), &kp, "Key", key, sizeof key) < 0 ||
+            s3_xml_next(item, strlen(item), &vp, field, val, sizeof val) < 0 ||
+            strlen(key) < plen || !val[0])
+            return -EIO;
+        if ((rc = cb(s, ctx, key + plen, val)) != 0) return rc;
+    }
+    return rc == -ENOENT ? 0 : -EIO;
+}
+
+struct listing {
+    s3_list_cb cb;
+    void *ctx;
+};
+
+static int on_contents(s3 *s, void *ctx, const char *key, const char *size)
+{
+    struct listing *l = ctx;
+    (void)s;
+    return l->cb(l->ctx, key, strtoull(size, NULL, 10));
+}
+
 /* The entries of one listing page; *token set to the next page's ("" at the end). */
 static int list_page(s3 *s, const char *text, size_t tlen, s3_list_cb cb, void *ctx,
                      char *token, size_t tcap)
 {
-    char item[4096], key[1024], size[32], trunc[8] = "";
-    size_t pos = 0, plen = strlen(s->prefix) + (s->prefix[0] ? 1 : 0);
-    int rc;
-    while ((rc = s3_xml_next(text, tlen, &pos, "Contents", item, sizeof item)) == 0) {
-        size_t ip = 0, sp = 0;
-        if (s3_xml_next(item, strlen(item), &ip, "Key", key, sizeof key) < 0 ||
-            s3_xml_next(item, strlen(item), &sp, "Size", size, sizeof size) < 0 ||
-            strlen(key) < plen)
-            return -EIO;
-        if ((rc = cb(ctx, key + plen, strtoull(size, NULL, 10))) != 0) return rc;
-    }
-    if (rc != -ENOENT) return -EIO; /* an entry too long: never skip one */
-    pos = 0;
+    char trunc[8] = "";
+    size_t pos = 0;
+    CK_TRY(each_element(s, text, tlen, "Contents", "Size", on_contents,
+                        &(struct listing){cb, ctx}));
     s3_xml_next(text, tlen, &pos, "IsTruncated", trunc, sizeof trunc);
     pos = 0;
     token[0] = 0;
@@ -601,27 +610,17 @@ int s3_list(s3 *s, const char *sub, s3_list_cb cb, void *ctx)
     return rc;
 }
 
-/* Abort the multipart uploads one listing page names; *n counts them. */
-static int abort_page(s3 *s, const char *text, size_t tlen, unsigned *n)
+/* Abort one multipart upload; ctx counts them. */
+static int abort_one(s3 *s, void *ctx, const char *key, const char *id)
 {
-    char item[4096], key[1024], id[512], enc[1600], q[1700];
-    size_t pos = 0, plen = strlen(s->prefix) + (s->prefix[0] ? 1 : 0);
-    int rc;
-    while ((rc = s3_xml_next(text, tlen, &pos, "Upload", item, sizeof item)) == 0) {
-        size_t kp = 0, ip = 0;
-        if (s3_xml_next(item, strlen(item), &kp, "Key", key, sizeof key) < 0 ||
-            s3_xml_next(item, strlen(item), &ip, "UploadId", id, sizeof id) < 0 ||
-            strlen(key) < plen || !id[0])
-            return -EIO;
-        qenc(id, enc, sizeof enc);
-        snprintf(q, sizeof q, "uploadId=%s", enc);
-        struct req r = req_new("DELETE", key + plen, q);
-        rc = run(s, &r);
-        free(r.text);
-        if (rc < 0) return rc;
-        (*n)++;
-    }
-    return rc == -ENOENT ? 0 : -EIO;
+    char enc[1600], q[1700];
+    qenc(id, enc, sizeof enc);
+    snprintf(q, sizeof q, "uploadId=%s", enc);
+    struct req r = req_new("DELETE", key, q);
+    int rc = run(s, &r);
+    free(r.text);
+    if (rc == 0) (*(unsigned *)ctx)++;
+    return rc;
 }
 
 int s3_abort_uploads(s3 *s, unsigned *n)
@@ -638,7 +637,8 @@ int s3_abort_uploads(s3 *s, unsigned *n)
         struct req r = req_new("GET", "", q);
         r.bucket = 1;
         rc = run(s, &r);
-        if (rc == 0 && r.text) rc = abort_page(s, r.text, r.text_len, n);
+        if (rc == 0 && r.text) rc = each_element(s, r.text, r.text_len, "Upload", "UploadId",
+                                                 abort_one, n);
         free(r.text);
     } while (rc == 0 && *n > before && *n < 100000);
     return rc;

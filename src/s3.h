@@ -61,8 +61,6 @@ int s3_get_fd(s3 *s, const char *key, int fd, uint64_t *size);
 /* GET a small whole object (at most cap bytes: -EFBIG beyond) into buf. */
 int s3_get_buf(s3 *s, const char *key, void *buf, size_t cap, size_t *got);
 
-/* HEAD key: its size. */
-int s3_head(s3 *s, const char *key, uint64_t *size);
 int s3_delete(s3 *s, const char *key);
 
 /* Every object whose key (relative to the prefix) starts with sub:
