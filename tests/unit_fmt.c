@@ -141,31 +141,11 @@ static size_t count_all_ways(const uint8_t *d, size_t n)
 
 /* ---- fixtures ---- */
 
-static uint8_t *read_all(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    ck_assert_msg(f != NULL, "cannot open %s", path);
-    size_t cap = 1 << 16, n = 0;
-    uint8_t *b = ut_xmalloc(cap);
-    size_t got;
-    while ((got = fread(b + n, 1, cap - n, f)) > 0) {
-        n += got;
-        if (n == cap) {
-            cap *= 2;
-            b = realloc(b, cap);
-            ck_assert_ptr_nonnull(b);
-        }
-    }
-    fclose(f);
-    *len = n;
-    return b;
-}
-
 static uint8_t *fixture(const char *name, size_t *len)
 {
     char path[512];
     snprintf(path, sizeof path, "%s/%s", FIXTURES, name);
-    return read_all(path, len);
+    return ut_read_file(path, len);
 }
 
 /* The manifest: "name dtype offset length" lines. */

@@ -31,7 +31,6 @@
 #include <unistd.h>
 #include <fcntl.h>
 #include <linux/falloc.h>
-#include <sys/stat.h>
 #include <xxhash.h>
 
 static const struct pack_opts big_opts = {.max_pack_bytes = 1ull << 30, .reserve_bytes = 0};
@@ -833,19 +832,6 @@ START_TEST(test_ids_not_reused)
 }
 END_TEST
 
-static uint8_t *read_whole(const char *path, size_t *len)
-{
-    struct stat sb;
-    int fd = open(path, O_RDONLY);
-    ck_assert_int_ge(fd, 0);
-    ck_assert_int_eq(fstat(fd, &sb), 0);
-    uint8_t *b = ut_xmalloc((size_t)sb.st_size);
-    ck_assert_int_eq(ck_pread_full(fd, b, (size_t)sb.st_size, 0), 0);
-    close(fd);
-    *len = (size_t)sb.st_size;
-    return b;
-}
-
 /* A source holding pack 1's bytes, as a bucket would after they were
 ** dropped locally: fill writes them back. */
 struct saved {
@@ -880,7 +866,7 @@ START_TEST(test_scan_fills_dropped)
     ck_assert_int_eq(pack_sync(ps, 1), 0);
     snprintf(path, sizeof path, "%s/00000001.pack", pdir);
     struct saved sv = {.dfd = pack_dirfd(ps)};
-    sv.bytes = read_whole(path, &sv.len);
+    sv.bytes = ut_read_file(path, &sv.len);
     int fd = open(path, O_RDWR);
     ck_assert_int_ge(fd, 0);
     ck_assert_int_eq(fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0,

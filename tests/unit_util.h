@@ -156,6 +156,26 @@ static inline long long ut_file_size(const char *path)
     return stat(path, &sb) < 0 ? -1 : (long long)sb.st_size;
 }
 
+/* The whole of a file (malloc'd), its length in *len. */
+static inline uint8_t *ut_read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    ck_assert_msg(f != NULL, "cannot open %s", path);
+    size_t cap = 1 << 16, n = 0, got;
+    uint8_t *b = ut_xmalloc(cap);
+    while ((got = fread(b + n, 1, cap - n, f)) > 0) {
+        n += got;
+        if (n == cap) {
+            cap *= 2;
+            b = realloc(b, cap);
+            ck_assert_ptr_nonnull(b);
+        }
+    }
+    fclose(f);
+    *len = n;
+    return b;
+}
+
 /* A safetensors file per the spec: tensors t[0..n) laid out in order from
 ** offset 0 of the data buffer, header padded with spaces to 8 bytes, data
 ** bytes set to (offset * 7). *data_off gets where the data buffer starts. */

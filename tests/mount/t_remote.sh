@@ -92,12 +92,15 @@ s3curl()
         -H "x-amz-content-sha256: UNSIGNED-PAYLOAD" "$@" "$AWS_ENDPOINT_URL/$path"
 }
 
+# enc TEXT: TEXT for a query value ('/' as %2F: curl signs it so, RGW too).
+enc() { printf %s "$1" | sed 's|/|%2F|g'; }
+
 # s3has KEY: the object BUCKET/KEY exists (a listing; fails loudly when the
 # listing itself fails, so that "absent" is never a failed request).
 s3has()
 {
     local out
-    out=$(s3curl "$BUCKET?list-type=2&prefix=$(printf %s "$1" | sed 's|/|%2F|g')") ||
+    out=$(s3curl "$BUCKET?list-type=2&prefix=$(enc "$1")") ||
         fail "cannot list $1 in the bucket"
     echo "$out" | grep -q "<Key>$1</Key>"
 }
@@ -136,7 +139,7 @@ umount_fs
 out=$("$CKPTCTL" push --remote "$URL" "$STORE") || fail "ckptctl push failed: $out"
 echo "$out" | grep -q ", [1-9][0-9]* sent" || fail "the first push sent no pack: $out"
 # A multipart upload a killed push left behind: the next push aborts it.
-uploads() { s3curl "$BUCKET?prefix=$(printf %s "${URL#s3://"$BUCKET"/}/" | sed 's|/|%2F|g')&uploads=" ||
+uploads() { s3curl "$BUCKET?prefix=$(enc "${URL#s3://"$BUCKET"/}/")&uploads=" ||
     fail "cannot list multipart uploads"; }
 s3curl "${URL#s3://}/packs/99999999.pack?uploads=" -X POST | grep -q "<UploadId>" ||
     fail "cannot start a multipart upload"
@@ -356,7 +359,7 @@ for i in 1 2 3 4; do cmp "$REF/e$i" "$E/e$i" || fail "e$i differs after its pack
 fusermount3 -u "$E"
 sleep 1
 "$CKPTCTL" verify "$T/estore" >/dev/null || fail "ckptctl verify of a store with dropped packs failed"
-out=$("$CKPTCTL" fsck "$T/estore" 2>&1) || fail "ckptctl fsck (which scans every pack) of a store with dropped packs: $out"
+out=$("$CKPTCTL" fsck "$T/estore" 2>&1) || fail "ckptctl fsck of a store with dropped packs: $out"
 err=$("$CKPTCTL" push --remote "s3://$BUCKET/t-remote-x-$$" "$T/estore" 2>&1) &&
     fail "a push of a store with dropped packs to another bucket was not refused"
 echo "$err" | grep -q "only in" || fail "the refusal of a push elsewhere says: $err"
