@@ -75,10 +75,12 @@ static int view_readdir(vfs *v, uint64_t ino, off_t off, const struct vfs_dirsin
     return hview_readdir(v->view, ino, (uint64_t)off, s->plus, view_dirent, (void *)s);
 }
 
-/* Only the computed user.ckptfs.* of the version a file shows. */
+/* Only the computed user.ckptfs.* of the version a file shows; names the
+** live tree could not store are unsupported here too. */
 static int view_getxattr(vfs *v, uint64_t ino, const char *name, char *buf, size_t size)
 {
     uint64_t ver;
+    CK_TRY(vfs_xattr_supported(name));
     if (!history_is_xattr(name) || hview_version(v->view, ino, &ver) < 0) return -ENODATA;
     return history_xattr(v->st->meta, ver, name, buf, size);
 }

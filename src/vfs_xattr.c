@@ -2,8 +2,11 @@
 ** vfs_xattr.c: extended attributes and access(2) of the live tree (see
 ** vfs.h).
 **
-** user.*, trusted.* and security.* are stored; system.* (ACLs) is not
-** supported. user.ckptfs.* are computed from a file's version (history.h)
+** user.*, trusted.* and security.* are stored; system.* (ACLs) and
+** security.selinux are not supported, for reading as for writing: SELinux
+** labels a FUSE mount as a whole, and an answer of EOPNOTSUPP (not ENODATA)
+** lets ls -l stop asking after the first file (coreutils remembers, per
+** filesystem, what is unsupported), saving two round trips per file. user.ckptfs.* are computed from a file's version (history.h)
 ** and user.ckptfs.policy is stored in its canonical form (policy.h), so
 ** getfattr shows every parameter and versions record what was applied.
 */
@@ -15,16 +18,23 @@
 
 #include <string.h>
 
+int vfs_xattr_supported(const char *name)
+{
+    if (strncmp(name, "user.", 5) == 0 || strncmp(name, "trusted.", 8) == 0) return 0;
+    if (strncmp(name, "security.", 9) == 0 && strcmp(name + 9, "selinux") != 0) return 0;
+    return -EOPNOTSUPP;
+}
+
 static int name_ok(fsmeta *m, uint64_t ino, const char *name)
 {
     if (history_is_xattr(name)) return -EPERM; /* computed, not stored */
+    CK_TRY(vfs_xattr_supported(name));
     if (strncmp(name, "user.", 5) == 0) {
         struct fsm_attr a;
         CK_TRY(fsmeta_getattr(m, ino, &a));
         return S_ISREG(a.mode) || S_ISDIR(a.mode) ? 0 : -EPERM;
     }
-    if (strncmp(name, "trusted.", 8) == 0 || strncmp(name, "security.", 9) == 0) return 0;
-    return -EOPNOTSUPP;
+    return 0;
 }
 
 static int touch_ctime(fsmeta *m, uint64_t ino)
@@ -107,6 +117,7 @@ int vfs_xattr_get(vfs *v, uint64_t ino, const char *name, char *buf, size_t size
         CK_TRY(shown_version(v, ino, &ver));
         return history_xattr(v->st->meta, ver, name, buf, size);
     }
+    CK_TRY(vfs_xattr_supported(name));
     int rc = fsmeta_xattr_get(v->st->meta, ino, name, buf, size);
     if (rc == -ENODATA && strcmp(name, POLICY_XATTR) == 0)
         return default_policy(v, ino, buf, size);

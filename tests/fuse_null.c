@@ -368,13 +368,15 @@ static void null_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t 
     list(req, ino, size, off, 1);
 }
 
-/* No extended attributes, but the request is answered as ckptfs answers
-** it: `ls -l` asks two per file (SELinux label, ACL), and a filesystem
-** that stores user.* attributes cannot answer ENOSYS to stop them. */
+/* No extended attributes, but requests are answered as ckptfs answers
+** them (a filesystem that stores user.* attributes cannot answer ENOSYS to
+** stop them): ACLs and SELinux labels unsupported, which `ls -l` remembers
+** after the first file; any other name absent. */
 static void null_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
-    (void)ino, (void)name, (void)size;
-    fuse_reply_err(req, ENODATA);
+    (void)ino, (void)size;
+    int unsupported = strncmp(name, "system.", 7) == 0 || strcmp(name, "security.selinux") == 0;
+    fuse_reply_err(req, unsupported ? EOPNOTSUPP : ENODATA);
 }
 
 static void null_ok(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)

@@ -773,6 +773,9 @@ START_TEST(test_history_view_readonly)
     ck_assert_int_eq(memcmp(buf, ref, N), 0);
     ops(vfi)->release(f.v, o.fh);
     free(v);
+    ck_assert_int_eq(ops(vfi)->getxattr(f.v, vfi, "user.x", buf, N), -ENODATA);
+    ck_assert_int_eq(ops(vfi)->getxattr(f.v, vfi, "system.posix_acl_access", buf, N),
+                     -EOPNOTSUPP);
 
     /* Every change inside the view: EROFS. */
     const uint64_t dirs[] = {vi, (uint64_t)vers, (uint64_t)vdir};
@@ -1048,6 +1051,13 @@ START_TEST(test_xattr)
     /* system.* (ACLs) is not supported; user.* only on files and dirs. */
     ck_assert_int_eq(L->setxattr(f.v, ino, "system.posix_acl_access", "a", 1, 0), -EOPNOTSUPP);
     ck_assert_int_eq(L->removexattr(f.v, ino, "system.posix_acl_access"), -EOPNOTSUPP);
+    /* Reads of what cannot be stored say so (ls -l then stops asking). */
+    ck_assert_int_eq(L->getxattr(f.v, ino, "system.posix_acl_access", buf, sizeof buf),
+                     -EOPNOTSUPP);
+    ck_assert_int_eq(L->getxattr(f.v, ino, "security.selinux", buf, sizeof buf), -EOPNOTSUPP);
+    ck_assert_int_eq(L->setxattr(f.v, ino, "security.selinux", "a", 1, 0), -EOPNOTSUPP);
+    ck_assert_int_eq(L->setxattr(f.v, ino, "security.capability", "a", 1, 0), 0);
+    ck_assert_int_eq(L->removexattr(f.v, ino, "security.capability"), 0);
     ck_assert_int_eq(L->setxattr(f.v, ino, "other.x", "a", 1, 0), -EOPNOTSUPP);
     ck_assert_int_eq(L->setxattr(f.v, sl, "user.x", "a", 1, 0), -EPERM);
     ck_assert_int_eq(L->setxattr(f.v, d, "user.x", "a", 1, 0), 0);
