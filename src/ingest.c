@@ -939,17 +939,16 @@ static void prefetch_job(void *arg)
 }
 
 /* On a sequential read ending at end, queue decoding of the blocks in the
-** next PREFETCH_BLOCKS so they wait in the cache when the kernel asks. */
-#define PREFETCH_BLOCKS 4
+** next STORE_AHEAD_BLOCKS so they wait in the cache when the kernel asks. */
 static void prefetch(struct ingest *ig, struct ifile *n, struct extmap *m, uint64_t off,
                      uint64_t end)
 {
     struct store *st = ig->st;
     int seq = off == n->rd_end;
     n->rd_end = end;
-    if (!seq || !st->workers) return;
+    if (!seq || !st->readers) return;
     uint64_t from = CK_MAX(n->ra_end, end);
-    uint64_t to = end + PREFETCH_BLOCKS * (uint64_t)st->o.block_size;
+    uint64_t to = end + STORE_AHEAD_BLOCKS * (uint64_t)st->o.block_size;
     if (from >= to) return;
     n->ra_end = to;
     for (size_t i = 0; i < m->n && m->e[i].file_off < to; i++) {
@@ -959,7 +958,7 @@ static void prefetch(struct ingest *ig, struct ifile *n, struct extmap *m, uint6
         if (!p) return;
         *p = (struct prefetch){st, m, i};
         extmap_get(m);
-        if (pool_try_submit(st->workers, prefetch_job, p, e->c.raw_len) < 0) {
+        if (pool_try_submit(st->readers, prefetch_job, p, e->c.raw_len) < 0) {
             extmap_put(m);
             free(p);
             return;

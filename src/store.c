@@ -116,7 +116,11 @@ int store_start(struct store *st)
     /* The queue is the write buffer: a save up to its size returns without
     ** waiting for compression; at least two blocks per worker keep them busy. */
     size_t budget = CK_MAX(st->o.buffer_bytes, 2 * (size_t)st->o.threads * st->o.block_size);
-    return pool_create(st->o.threads, budget, st->o.worker_nice, &st->workers);
+    CK_TRY(pool_create(st->o.threads, budget, st->o.worker_nice, &st->workers));
+    /* Not at the workers' nice: a reader waits for a block a thread has
+    ** claimed, and a starved claimant stalls the reader it works for. */
+    size_t ahead = 2 * STORE_AHEAD_BLOCKS * st->o.block_size;
+    return pool_create(st->o.threads, ahead, 0, &st->readers);
 }
 
 /* Names a store directory holds besides meta.db. */
@@ -207,6 +211,7 @@ void store_close(struct store *st)
 {
     if (!st) return;
     pool_destroy(st->workers);
+    pool_destroy(st->readers);
     bcache_destroy(st->cache);
     pack_close(st->packs);
     fsmeta_close(st->meta);

@@ -72,6 +72,7 @@ struct store {
     fsmeta *meta;
     packset *packs;
     pool *workers;  /* NULL until store_start */
+    pool *readers;  /* decode ahead of readers, at their priority; ditto */
     bcache *cache;
     uint64_t queued; /* store_queued_add (atomic) */
     pthread_mutex_t pin_mu;
@@ -90,7 +91,8 @@ int store_open(const char *path, const struct store_opts *o, struct store **out)
 void store_close(struct store *st);
 /* What a store_open error means, for a user. */
 const char *store_strerror(int rc);
-/* Start the compression workers (after any fork: threads do not survive it). */
+/* Start the compression workers and the decode-ahead threads (after any
+** fork: threads do not survive it). */
 int store_start(struct store *st);
 /* Close and reopen the metadata connection: after fork (daemonizing), whose
 ** child inherits SQLite's file descriptors but not its POSIX locks. */
@@ -125,6 +127,9 @@ struct store_hint {
 #define STORE_MAX_DEPTH 8
 #define STORE_MAX_CHAIN_X 2
 #define STORE_CHAIN_FLOOR (64 << 10)
+
+/* Blocks a sequential reader has decoded ahead of it (store.readers). */
+#define STORE_AHEAD_BLOCKS 4
 
 /* Encode and append one block (h may be NULL); fills *c (id 0). Not
 ** durable until synced. */
