@@ -205,6 +205,14 @@ void *bcache_take(bcache *c, uint64_t key, size_t len)
     return buf;
 }
 
+size_t bcache_used(bcache *c)
+{
+    pthread_mutex_lock(&c->mu);
+    size_t n = c->used;
+    pthread_mutex_unlock(&c->mu);
+    return n;
+}
+
 int bcache_mark_last(bcache *c, uint64_t key)
 {
     return get(c, key, 0, 0, NULL, 1);

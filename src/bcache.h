@@ -52,6 +52,9 @@ enum { BCACHE_MINE = 0, BCACHE_HIT = 1, BCACHE_BUSY = 2 };
 int bcache_get_claim(bcache *c, uint64_t key, size_t off, size_t len, void *dst, int wait);
 void bcache_unclaim(bcache *c, uint64_t key);
 
+/* Bytes of blocks cached now. */
+size_t bcache_used(bcache *c);
+
 /* Key of the record at (pack, off). */
 static inline uint64_t bcache_key(uint32_t pack, uint64_t off)
 {

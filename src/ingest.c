@@ -38,6 +38,7 @@ struct ifile {
     uint64_t csize;
     struct extmap *map;
     uint64_t rd_end, ra_end; /* end of the last read; prefetch issued up to */
+    uint64_t dr_end;         /* blocks ending by here left the cache */
 
     enum node_mode mode;
     int dirty;             /* changes since the last commit */
@@ -938,6 +939,21 @@ static void prefetch_job(void *arg)
     free(p);
 }
 
+/* Blocks a sequential reader has passed leave the cache: those ending
+** before upto, where a reader at off asking len bytes puts it one request
+** back (the kernel's readahead keeps requests in flight in parallel; one
+** still copying out of a dropped block would decode it again). */
+static void drop_behind(struct store *st, struct ifile *n, struct extmap *m, uint64_t off,
+                        uint64_t len)
+{
+    off = off > len ? off - len : 0;
+    for (size_t i = 0; i < m->n && m->e[i].file_off < off; i++) {
+        uint64_t e_end = m->e[i].file_off + m->e[i].c.raw_len;
+        if (e_end > n->dr_end && e_end <= off) store_drop_block(st, &m->e[i].c);
+    }
+    n->dr_end = CK_MAX(n->dr_end, off);
+}
+
 /* On a sequential read ending at end, queue decoding of the blocks in the
 ** next STORE_AHEAD_BLOCKS so they wait in the cache when the kernel asks. */
 static void prefetch(struct ingest *ig, struct ifile *n, struct extmap *m, uint64_t off,
@@ -946,6 +962,7 @@ static void prefetch(struct ingest *ig, struct ifile *n, struct extmap *m, uint6
     struct store *st = ig->st;
     int seq = off == n->rd_end;
     n->rd_end = end;
+    if (seq) drop_behind(st, n, m, off, end - off);
     if (!seq || !st->readers) return;
     uint64_t from = CK_MAX(n->ra_end, end);
     uint64_t to = end + STORE_AHEAD_BLOCKS * (uint64_t)st->o.block_size;

@@ -607,6 +607,11 @@ void store_prefetch_block(struct store *st, const struct fsm_chunk *c)
         fill_cache(st, c, key, 0, 0, NULL, 0); /* a reader meets and reports errors */
 }
 
+void store_drop_block(struct store *st, const struct fsm_chunk *c)
+{
+    if (c->raw_len) bbuf_free(bcache_take(st->cache, bcache_key(c->pack, c->off), c->raw_len));
+}
+
 int store_sync_extents(struct store *st, const struct fsm_extent *ext, size_t n)
 {
     uint32_t done[8];

@@ -167,6 +167,10 @@ int store_read_range(struct store *st, const struct fsm_extent *ext, size_t n,
                      void *dst, size_t len, uint64_t off);
 /* Decode a block into the cache unless it is there already. */
 void store_prefetch_block(struct store *st, const struct fsm_chunk *c);
+/* Drop block c's decoded copy from the cache (a sequential reader is past
+** it, and the kernel's page cache holds it): the next block decoded reuses
+** its buffer instead of faulting in fresh pages. */
+void store_drop_block(struct store *st, const struct fsm_chunk *c);
 /* Read and check a whole block without the cache (verification tools). */
 int store_verify_block(struct store *st, const struct fsm_chunk *c, void *dst);
 /* Make the records of ext[0..n) durable: fdatasync each pack they use once. */

@@ -14,6 +14,7 @@
 ** policy, unsupported namespaces), over-long names, and the recovery of a
 ** staging body whose inode is gone, setgid directories.
 */
+#include "../src/bcache.h"
 #include "../src/common.h"
 #include "../src/hview.h"
 #include "../src/policy.h"
@@ -388,6 +389,37 @@ START_TEST(test_write_read_back)
     /* open of a directory: EISDIR */
     ck_assert_int_eq(ops(ROOT)->open(f.v, ROOT, O_RDONLY, &o), -EISDIR);
     free(ref);
+    fx_close(&f);
+}
+END_TEST
+
+/* A sequential reader's blocks leave the cache behind it: the kernel's
+** page cache holds them, and their buffers serve the next blocks. */
+START_TEST(test_read_drops_behind)
+{
+    struct fx f;
+    fx_open(&f);
+    const size_t N = 12 * BS;
+    uint8_t *ref = ut_xmalloc(N), *buf = ut_xmalloc(BS);
+    ut_fill_random(ref, N, 9);
+    uint64_t ino = put_file(&f, &user_cred, ROOT, "seq.bin", ref, N, 1);
+    fx_close(&f);
+    fx_start(&f); /* an empty cache, which holds 16 blocks */
+    struct vfs_open o;
+    ck_assert_int_eq(ops(ino)->open(f.v, ino, O_RDONLY, &o), 0);
+    size_t most = 0, got;
+    for (size_t off = 0; off < N; off += BS) {
+        ck_assert_int_eq(ops(ino)->read(f.v, ino, o.fh, buf, BS, off, &got), 0);
+        ck_assert_uint_eq(got, BS);
+        ck_assert_int_eq(memcmp(buf, ref + off, BS), 0);
+        most = CK_MAX(most, bcache_used(f.st->cache));
+    }
+    /* The block read, one behind, STORE_AHEAD_BLOCKS ahead: not all 12. */
+    ck_assert_uint_le(most, (2 + STORE_AHEAD_BLOCKS) * BS);
+    ck_assert_uint_gt(most, 0);
+    ops(ino)->release(f.v, o.fh);
+    free(ref);
+    free(buf);
     fx_close(&f);
 }
 END_TEST
@@ -773,8 +805,8 @@ START_TEST(test_history_view_readonly)
     ck_assert_int_eq(memcmp(buf, ref, N), 0);
     ops(vfi)->release(f.v, o.fh);
     free(v);
-    ck_assert_int_eq(ops(vfi)->getxattr(f.v, vfi, "user.x", buf, N), -ENODATA);
-    ck_assert_int_eq(ops(vfi)->getxattr(f.v, vfi, "system.posix_acl_access", buf, N),
+    ck_assert_int_eq(ops(vfi)->getxattr(f.v, vfi, "user.x", (char *)buf, N), -ENODATA);
+    ck_assert_int_eq(ops(vfi)->getxattr(f.v, vfi, "system.posix_acl_access", (char *)buf, N),
                      -EOPNOTSUPP);
 
     /* Every change inside the view: EROFS. */
@@ -1248,6 +1280,7 @@ int main(void)
     const TTest *const tests[] = {
         test_make_and_lookup,
         test_write_read_back,
+        test_read_drops_behind,
         test_unlink_open_file,
         test_rename,
         test_link_count,
