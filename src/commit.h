@@ -6,7 +6,10 @@
 ** it once it is COMMIT_EVERY_NS old: a crash of the daemon loses at most
 ** that much of what was not fsync'd, and thousands of small files share a
 ** pack sync and a WAL write per interval instead of one each. An fsync
-** commits at once (fsmeta_begin durable).
+** commits at once (fsmeta_begin durable). Every request waits while a
+** COMMIT holds the connection: at 10 ms one request in thirty met one,
+** and creates, renames and removals of small files took about 15% longer
+** than at 100 ms (ext4 commits every 5 s).
 */
 #ifndef CKPT_COMMIT_H
 #define CKPT_COMMIT_H
@@ -15,7 +18,7 @@
 
 #include <stdint.h>
 
-#define COMMIT_EVERY_NS 10000000LL /* 10 ms */
+#define COMMIT_EVERY_NS 100000000LL /* 100 ms */
 
 typedef struct committer committer;
 
