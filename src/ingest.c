@@ -38,7 +38,7 @@ struct ifile {
     uint64_t csize;
     struct extmap *map;
     uint64_t rd_end, ra_end; /* end of the last read; prefetch issued up to */
-    uint64_t dr_end;         /* blocks ending by here left the cache */
+    struct passed *passed;   /* blocks ending by here left the cache */
 
     enum node_mode mode;
     int dirty;             /* changes since the last commit */
@@ -70,6 +70,25 @@ struct ifile {
 
 static struct ifile *ifile_of(struct node *n) { return (struct ifile *)n; }
 
+/* How far a sequential reader has gone, shared with the decode-ahead jobs
+** it queued (which may outlive the file's node): a job for a block the
+** reader has passed, and dropped, is not done. */
+struct passed {
+    int refs;     /* atomic */
+    uint64_t off; /* atomic */
+};
+
+static struct passed *passed_get(struct passed *p)
+{
+    __atomic_add_fetch(&p->refs, 1, __ATOMIC_RELAXED);
+    return p;
+}
+
+static void passed_put(struct passed *p)
+{
+    if (p && __atomic_sub_fetch(&p->refs, 1, __ATOMIC_ACQ_REL) == 0) free(p);
+}
+
 static void ifile_init(struct node *node)
 {
     struct ifile *n = ifile_of(node);
@@ -87,6 +106,7 @@ static void ifile_fini(struct node *node)
     extmap_put(n->map);
     bbuf_free(n->tail);
     cutter_free(n->cut);
+    passed_put(n->passed);
     if (n->wpin.st) store_unpin(n->wpin.st, &n->wpin); /* freed mid-write: shutdown */
     xbase_free(n->xb);
     free(n->pend);
@@ -929,29 +949,41 @@ struct prefetch {
     struct store *st;
     struct extmap *map;
     size_t i;
+    struct passed *passed;
 };
 
 static void prefetch_job(void *arg)
 {
     struct prefetch *p = arg;
-    store_prefetch_block(p->st, &p->map->e[p->i].c);
+    const struct fsm_extent *e = &p->map->e[p->i];
+    uint64_t e_end = e->file_off + e->c.raw_len;
+    if (e_end > __atomic_load_n(&p->passed->off, __ATOMIC_ACQUIRE)) {
+        store_prefetch_block(p->st, &e->c);
+        /* passed while decoding: the reader's next drop_behind looks back */
+        if (e_end <= __atomic_load_n(&p->passed->off, __ATOMIC_ACQUIRE))
+            store_drop_block(p->st, &e->c);
+    }
     extmap_put(p->map);
+    passed_put(p->passed);
     free(p);
 }
 
 /* Blocks a sequential reader has passed leave the cache: those ending
-** before upto, where a reader at off asking len bytes puts it one request
-** back (the kernel's readahead keeps requests in flight in parallel; one
-** still copying out of a dropped block would decode it again). */
+** one request back from a reader at off asking len bytes (the kernel's
+** readahead keeps requests in flight in parallel; one still copying out of
+** a dropped block would decode it again), and again those of the last two
+** requests, which a decode-ahead job may have put back. */
 static void drop_behind(struct store *st, struct ifile *n, struct extmap *m, uint64_t off,
                         uint64_t len)
 {
     off = off > len ? off - len : 0;
+    uint64_t was = n->passed->off, back = 2 * len;
+    was = was > back ? was - back : 0;
     for (size_t i = 0; i < m->n && m->e[i].file_off < off; i++) {
         uint64_t e_end = m->e[i].file_off + m->e[i].c.raw_len;
-        if (e_end > n->dr_end && e_end <= off) store_drop_block(st, &m->e[i].c);
+        if (e_end > was && e_end <= off) store_drop_block(st, &m->e[i].c);
     }
-    n->dr_end = CK_MAX(n->dr_end, off);
+    if (off > n->passed->off) __atomic_store_n(&n->passed->off, off, __ATOMIC_RELEASE);
 }
 
 /* On a sequential read ending at end, queue decoding of the blocks in the
@@ -962,8 +994,11 @@ static void prefetch(struct ingest *ig, struct ifile *n, struct extmap *m, uint6
     struct store *st = ig->st;
     int seq = off == n->rd_end;
     n->rd_end = end;
-    if (seq) drop_behind(st, n, m, off, end - off);
-    if (!seq || !st->readers) return;
+    if (!seq && n->passed) __atomic_store_n(&n->passed->off, 0, __ATOMIC_RELAXED); /* anew */
+    if (seq && !n->passed && (n->passed = calloc(1, sizeof *n->passed))) n->passed->refs = 1;
+    if (!seq || !n->passed) return;
+    drop_behind(st, n, m, off, end - off);
+    if (!st->readers) return;
     uint64_t from = CK_MAX(n->ra_end, end);
     uint64_t to = end + STORE_AHEAD_BLOCKS * (uint64_t)st->o.block_size;
     if (from >= to) return;
@@ -973,10 +1008,11 @@ static void prefetch(struct ingest *ig, struct ifile *n, struct extmap *m, uint6
         if (e->file_off + e->c.raw_len <= from || e->file_off < end) continue;
         struct prefetch *p = malloc(sizeof *p);
         if (!p) return;
-        *p = (struct prefetch){st, m, i};
+        *p = (struct prefetch){st, m, i, passed_get(n->passed)};
         extmap_get(m);
         if (pool_try_submit(st->readers, prefetch_job, p, e->c.raw_len) < 0) {
             extmap_put(m);
+            passed_put(p->passed);
             free(p);
             return;
         }

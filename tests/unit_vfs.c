@@ -414,8 +414,9 @@ START_TEST(test_read_drops_behind)
         ck_assert_int_eq(memcmp(buf, ref + off, BS), 0);
         most = CK_MAX(most, bcache_used(f.st->cache));
     }
-    /* The block read, one behind, STORE_AHEAD_BLOCKS ahead: not all 12. */
-    ck_assert_uint_le(most, (2 + STORE_AHEAD_BLOCKS) * BS);
+    /* The block read, one behind, STORE_AHEAD_BLOCKS ahead, and one a late
+    ** decode-ahead job may have put back until the next read: not all 12. */
+    ck_assert_uint_le(most, (3 + STORE_AHEAD_BLOCKS) * BS);
     ck_assert_uint_gt(most, 0);
     ops(ino)->release(f.v, o.fh);
     free(ref);
