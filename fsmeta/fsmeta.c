@@ -364,6 +364,10 @@ void fsmeta_close(fsmeta *m)
 ** (taken under the write lock, so concurrent writers cannot share one). */
 static int next_seq(fsmeta *m)
 {
+    if (m->seq_next) {
+        m->seq = m->seq_next;
+        return 0;
+    }
     sqlite3_stmt *s = stmt(m, S_NEXTSEQ);
     int rc = sqlite3_step(s);
     m->seq = rc == SQLITE_ROW ? sqlite3_column_int64(s, 0) : 0;
@@ -419,11 +423,13 @@ static int commit_txn(fsmeta *m)
     }
     if (rc == 0 && m->durable) rc = sync_wal(m);
     m->open = m->durable = 0;
+    m->seq_next = 0; /* others may write now */
     return rc;
 }
 
 static void rollback_txn(fsmeta *m)
 {
+    m->seq_next = 0;
     if (m->group && m->open) {
         run(m, stmt(m, S_ROLLBACK_TO));
         run(m, stmt(m, S_RELEASE));
@@ -461,6 +467,7 @@ int fsmeta_commit(fsmeta *m)
         rc = m->abort ? -EIO : record_change(m);
         if (rc < 0) rollback_txn(m);
         else if (m->group) rc = run(m, stmt(m, S_RELEASE));
+        if (rc == 0 && m->open) m->seq_next = m->seq + (m->seq_used ? 1 : 0);
         if (rc == 0 && (!m->group || m->durable)) rc = commit_txn(m);
     }
     unlock(m);

@@ -58,6 +58,8 @@ struct fsmeta {
     int abort;    /* an inner transaction rolled back: the outer one must too */
     int64_t seq;  /* sequence number of the open write transaction */
     int seq_used; /* it changed history: record the change at commit */
+    int64_t seq_next; /* the next one, known while the SQLite transaction
+                         holding the write lock stays open; 0: ask */
     /* Group commit (fsmeta_group): */
     int group;      /* on: transactions end in a savepoint of the open one */
     int open;       /* an SQLite transaction is open */
