@@ -55,7 +55,7 @@ const char *const fsm_core_sql[S_COUNT] = {
     /* Depth and chain come from the base's row as it is now: the writer's
     ** copy may predate a rebase of the base (recode.h). */
     [S_CHUNKINS] = "INSERT INTO chunk(pack,off,raw_len,stored_len,codec,hash,refs,"
-                   "base,depth,chain) VALUES(?1,?2,?3,?4,?5,?6,0,?7,"
+                   "base,depth,chain) VALUES(?1,?2,?3,?4,?5,?6,?10,?7,"
                    "coalesce((SELECT depth+1 FROM chunk WHERE id=?7 AND ?7<>0),?8),"
                    "coalesce((SELECT chain+?4 FROM chunk WHERE id=?7 AND ?7<>0),?9)) "
                    "RETURNING depth,chain",
@@ -1000,9 +1000,11 @@ int fsmeta_version_extents(fsmeta *m, uint64_t ver, struct fsm_extent **out, siz
     return extents_by(m, S_VEREXT, ver, out, n);
 }
 
-int fsm_add_chunk(fsmeta *m, struct fsm_chunk *c)
+/* Insert c with refs (0 or 1) references; sets its id. */
+static int add_chunk(fsmeta *m, struct fsm_chunk *c, int refs)
 {
     sqlite3_stmt *s = stmt(m, S_CHUNKINS);
+    bind_i64(s, 10, refs);
     bind_i64(s, 1, c->pack);
     bind_i64(s, 2, (int64_t)c->off);
     bind_i64(s, 3, c->raw_len);
@@ -1022,6 +1024,17 @@ int fsm_add_chunk(fsmeta *m, struct fsm_chunk *c)
     if (rc != SQLITE_DONE) return rc == SQLITE_ROW ? -EIO : sql_err(m, rc);
     c->id = (uint64_t)sqlite3_last_insert_rowid(m->db);
     return 0;
+}
+
+int fsm_add_chunk(fsmeta *m, struct fsm_chunk *c) { return add_chunk(m, c, 0); }
+
+/* fsm_add_chunk then fsm_chunk_ref(c->id, 1), a statement fewer: the chunk
+** is born holding one reference, and takes one on its base as a chunk
+** fsm_chunk_ref brings to life does. */
+static int add_chunk_held(fsmeta *m, struct fsm_chunk *c)
+{
+    CK_TRY(add_chunk(m, c, 1));
+    return c->base ? fsm_chunk_ref(m, c->base, 1) : 0;
 }
 
 /* The current version of ino, if it is provisional: the one a new commit
@@ -1068,16 +1081,14 @@ static int put_version(fsmeta *m, uint64_t ino, struct fsm_extent *ext, size_t n
                        struct fsm_chunk *manifest, uint64_t *ver, uint64_t *stored)
 {
     *stored = 0;
-    if (manifest) {
-        CK_TRY(fsm_add_chunk(m, manifest));
-        CK_TRY(fsm_chunk_ref(m, manifest->id, 1));
-    }
+    if (manifest) CK_TRY(add_chunk_held(m, manifest));
     for (size_t i = 0; i < n; i++) {
         if (ext[i].c.id == 0) {
-            CK_TRY(fsm_add_chunk(m, &ext[i].c));
+            CK_TRY(add_chunk_held(m, &ext[i].c));
             CK_TRY(reverse_add(m, &ext[i].c));
+        } else {
+            CK_TRY(fsm_chunk_ref(m, ext[i].c.id, 1));
         }
-        CK_TRY(fsm_chunk_ref(m, ext[i].c.id, 1));
         *stored += ext[i].c.stored_len;
     }
     uint64_t old;
