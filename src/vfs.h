@@ -24,8 +24,10 @@
 #ifndef CKPT_VFS_H
 #define CKPT_VFS_H
 
+#include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 
@@ -126,6 +128,19 @@ struct vfs_ops {
 /* setxattr flags */
 #define VFS_XATTR_CREATE 1
 #define VFS_XATTR_REPLACE 2
+
+/* 0 if an extended attribute called name can be stored, else -EOPNOTSUPP,
+** for reads as for writes: user.*, trusted.* and security.* but not
+** system.* (ACLs) nor security.selinux (SELinux labels a FUSE mount as a
+** whole). EOPNOTSUPP, not ENODATA, is what lets ls -l stop asking after the
+** first file (coreutils remembers it per filesystem). tests/fuse_null
+** answers by it too. */
+static inline int vfs_xattr_supported(const char *name)
+{
+    if (strncmp(name, "user.", 5) == 0 || strncmp(name, "trusted.", 8) == 0) return 0;
+    if (strncmp(name, "security.", 9) == 0 && strcmp(name + 9, "selinux") != 0) return 0;
+    return -EOPNOTSUPP;
+}
 
 const struct vfs_ops *vfs_ops_of(uint64_t ino);
 

@@ -80,8 +80,6 @@ int vfs_dir_open(vfs *v, uint64_t ino);
 int vfs_dir_read(vfs *v, uint64_t ino, off_t off, const struct vfs_dirsink *s);
 
 /* vfs_xattr.c: extended attributes and access(2) of live inodes */
-/* 0 if names like this one can be stored, else -EOPNOTSUPP. */
-int vfs_xattr_supported(const char *name);
 int vfs_xattr_set(vfs *v, uint64_t ino, const char *name, const char *value, size_t size,
                   int flags);
 int vfs_xattr_get(vfs *v, uint64_t ino, const char *name, char *buf, size_t size);

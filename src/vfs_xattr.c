@@ -2,13 +2,10 @@
 ** vfs_xattr.c: extended attributes and access(2) of the live tree (see
 ** vfs.h).
 **
-** user.*, trusted.* and security.* are stored; system.* (ACLs) and
-** security.selinux are not supported, for reading as for writing: SELinux
-** labels a FUSE mount as a whole, and an answer of EOPNOTSUPP (not ENODATA)
-** lets ls -l stop asking after the first file (coreutils remembers, per
-** filesystem, what is unsupported), saving two round trips per file. user.ckptfs.* are computed from a file's version (history.h)
-** and user.ckptfs.policy is stored in its canonical form (policy.h), so
-** getfattr shows every parameter and versions record what was applied.
+** Which names are stored: vfs_xattr_supported (vfs.h). user.ckptfs.* are
+** computed from a file's version (history.h) and user.ckptfs.policy is
+** stored in its canonical form (policy.h), so getfattr shows every
+** parameter and versions record what was applied.
 */
 #include "vfs_int.h"
 #include "common.h"
@@ -17,13 +14,6 @@
 #include "policy.h"
 
 #include <string.h>
-
-int vfs_xattr_supported(const char *name)
-{
-    if (strncmp(name, "user.", 5) == 0 || strncmp(name, "trusted.", 8) == 0) return 0;
-    if (strncmp(name, "security.", 9) == 0 && strcmp(name + 9, "selinux") != 0) return 0;
-    return -EOPNOTSUPP;
-}
 
 static int name_ok(fsmeta *m, uint64_t ino, const char *name)
 {

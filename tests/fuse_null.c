@@ -23,6 +23,8 @@
 #define FUSE_USE_VERSION 314 /* as ckptfs: the loop configuration API */
 #include <fuse_lowlevel.h>
 
+#include "../src/vfs.h" /* vfs_xattr_supported: answered as ckptfs answers */
+
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -370,13 +372,11 @@ static void null_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t 
 
 /* No extended attributes, but requests are answered as ckptfs answers
 ** them (a filesystem that stores user.* attributes cannot answer ENOSYS to
-** stop them): ACLs and SELinux labels unsupported, which `ls -l` remembers
-** after the first file; any other name absent. */
+** stop them): names it cannot store unsupported, others absent. */
 static void null_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
     (void)ino, (void)size;
-    int unsupported = strncmp(name, "system.", 7) == 0 || strcmp(name, "security.selinux") == 0;
-    fuse_reply_err(req, unsupported ? EOPNOTSUPP : ENODATA);
+    fuse_reply_err(req, vfs_xattr_supported(name) < 0 ? EOPNOTSUPP : ENODATA);
 }
 
 static void null_ok(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
