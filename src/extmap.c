@@ -25,3 +25,13 @@ void extmap_put(struct extmap *m)
 {
     if (m && __atomic_sub_fetch(&m->refs, 1, __ATOMIC_ACQ_REL) == 0) free(m);
 }
+
+size_t extmap_first_after(const struct fsm_extent *ext, size_t n, uint64_t off)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (ext[mid].file_off + ext[mid].c.raw_len <= off) lo = mid + 1; else hi = mid;
+    }
+    return lo;
+}

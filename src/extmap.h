@@ -23,5 +23,8 @@ struct extmap *extmap_new(const struct fsm_extent *ext, size_t n);
 void extmap_get(struct extmap *m);
 /* Drop a reference (NULL: nothing); the last frees the map. */
 void extmap_put(struct extmap *m);
+/* Index of the first of ext[0..n) (sorted by offset) ending after off; n if
+** none: where a read at off starts. */
+size_t extmap_first_after(const struct fsm_extent *ext, size_t n, uint64_t off);
 
 #endif

@@ -979,7 +979,8 @@ static void drop_behind(struct store *st, struct ifile *n, struct extmap *m, uin
     off = off > len ? off - len : 0;
     uint64_t was = n->passed->off, back = 2 * len;
     was = was > back ? was - back : 0;
-    for (size_t i = 0; i < m->n && m->e[i].file_off < off; i++) {
+    for (size_t i = extmap_first_after(m->e, m->n, was); i < m->n && m->e[i].file_off < off;
+         i++) {
         uint64_t e_end = m->e[i].file_off + m->e[i].c.raw_len;
         if (e_end > was && e_end <= off) store_drop_block(st, &m->e[i].c);
     }
@@ -1003,9 +1004,10 @@ static void prefetch(struct ingest *ig, struct ifile *n, struct extmap *m, uint6
     uint64_t to = end + STORE_AHEAD_BLOCKS * (uint64_t)st->o.block_size;
     if (from >= to) return;
     n->ra_end = to;
-    for (size_t i = 0; i < m->n && m->e[i].file_off < to; i++) {
+    for (size_t i = extmap_first_after(m->e, m->n, from); i < m->n && m->e[i].file_off < to;
+         i++) {
         const struct fsm_extent *e = &m->e[i];
-        if (e->file_off + e->c.raw_len <= from || e->file_off < end) continue;
+        if (e->file_off < end) continue;
         struct prefetch *p = malloc(sizeof *p);
         if (!p) return;
         *p = (struct prefetch){st, m, i, passed_get(n->passed)};

@@ -5,6 +5,7 @@
 #include "codec.h"
 #include "bbuf.h"
 #include "common.h"
+#include "extmap.h"
 #include "scratch.h"
 
 #include <dirent.h>
@@ -660,14 +661,9 @@ int store_stage_remove(struct store *st, uint64_t ino)
 int store_read_range(struct store *st, const struct fsm_extent *ext, size_t next,
                      void *dst, size_t len, uint64_t off)
 {
-    size_t lo = 0, hi = next; /* first extent ending after off */
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (ext[mid].file_off + ext[mid].c.raw_len <= off) lo = mid + 1; else hi = mid;
-    }
     uint8_t *buf = dst;
     uint64_t end = off + len, done = off; /* [off, done) is filled */
-    for (size_t i = lo; i < next && ext[i].file_off < end; i++) {
+    for (size_t i = extmap_first_after(ext, next, off); i < next && ext[i].file_off < end; i++) {
         const struct fsm_extent *e = &ext[i];
         if (e->c.raw_len == 0) continue; /* a hole: zeros */
         uint64_t a = CK_MAX(off, e->file_off);

@@ -149,6 +149,21 @@ START_TEST(test_foreach_and_maps)
 }
 END_TEST
 
+/* Where a read at off starts: the first extent ending after it, holes
+** (gaps between extents) included. */
+START_TEST(test_extmap_first_after)
+{
+    struct fsm_extent e[3] = {{.file_off = 0}, {.file_off = 100}, {.file_off = 300}};
+    e[0].c.raw_len = 100, e[1].c.raw_len = 100, e[2].c.raw_len = 50;
+    const uint64_t offs[] = {0, 99, 100, 199, 200, 299, 349, 350, 1000};
+    const size_t want[] = {0, 0, 1, 1, 2, 2, 2, 3, 3};
+    for (size_t i = 0; i < sizeof offs / sizeof *offs; i++)
+        ck_assert_msg(extmap_first_after(e, 3, offs[i]) == want[i], "off %llu",
+                      (unsigned long long)offs[i]);
+    ck_assert_uint_eq(extmap_first_after(e, 0, 5), 0);
+}
+END_TEST
+
 int main(void)
 {
     const TTest *const core_tests[] = {
@@ -156,6 +171,7 @@ int main(void)
         test_open_rules,
         test_foreach_and_maps,
         test_class_and_gone_hook,
+        test_extmap_first_after,
         NULL,
     };
     return ut_main("node", (const struct ut_tcase[]){
