@@ -119,7 +119,7 @@ static int lock_copy(remote *r, int dfd)
 
 static int pull_into(remote *r, int dfd)
 {
-    if (faccessat(dfd, "meta.db", F_OK, 0) == 0 && faccessat(dfd, "remote.snapshot", F_OK, 0) < 0)
+    if (faccessat(dfd, "meta.db", F_OK, 0) == 0 && !remote_is_copy(dfd, "."))
         return 1; /* a store of its own: its metadata is newer than any push */
     CK_TRY(lock_copy(r, dfd));
     /* what a store opened read-only expects to find */

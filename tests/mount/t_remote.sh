@@ -320,6 +320,7 @@ fi
 printf 'ckptfs-lease 1\nholder otherhost 1\nstore /elsewhere\nrenewed %s\n' "$(date +%s%N)" >"$T/lease"
 s3curl "${URL2#s3://}/lease" -T "$T/lease" || fail "cannot write a foreign lease"
 err=$("$CKPTCTL" push "$T/wstore" 2>&1) && fail "a push by a mount that lost its lease succeeded: $err"
+echo "$err" | grep -q "resource busy" || fail "a push by a mount that lost its lease failed otherwise: $err"
 fusermount3 -u "$W"
 STORE=$T/wstore wait_daemon_gone
 s3curl "${URL2#s3://}/lease" | grep -q otherhost || fail "the unmount deleted another holder's lease"
