@@ -6,9 +6,7 @@
 ** it once it is COMMIT_EVERY_NS old: a crash of the daemon loses at most
 ** that much of what was not fsync'd, and thousands of small files share a
 ** pack sync and a WAL write per interval instead of one each. An fsync
-** commits at once (fsmeta_begin durable). Every request waits while a
-** COMMIT holds the connection, so the interval is long enough for few
-** requests to meet one and short beside a journal's (ext4: 5 s).
+** commits at once (fsmeta_begin durable).
 */
 #ifndef CKPT_COMMIT_H
 #define CKPT_COMMIT_H
@@ -17,7 +15,7 @@
 
 #include <stdint.h>
 
-#define COMMIT_EVERY_NS 100000000LL /* 100 ms */
+#define COMMIT_EVERY_NS 10000000LL /* 10 ms */
 
 typedef struct committer committer;
 

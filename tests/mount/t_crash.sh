@@ -94,7 +94,6 @@ done
 # on its content, the store must just recover around it.
 exec 7>"$MNT/unsynced"
 head -c 300000 /dev/urandom >&7
-sleep 0.3 # its creation is in a committed group (COMMIT_EVERY_NS, 100 ms)
 
 # The random-offset body lives in STORE/staging while the file is open.
 [ -n "$(ls -A "$STORE/staging")" ] || fail "no staging file for the open random-offset file"
