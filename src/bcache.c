@@ -4,12 +4,15 @@
 ** A small open hash over a doubly linked LRU list. Copies happen under the
 ** lock: a block is at most a few MiB and the machines are small. Claims
 ** (blocks being decoded) are a short array: with more than NCLAIM decodes
-** at once, the extra ones go unclaimed and may be decoded twice.
+** at once, the extra ones go unclaimed and may be decoded twice. An entry
+** evicted while pinned leaves the list and the hash (its bytes no longer
+** count) and is freed by its last unpin.
 */
 #include "bcache.h"
 #include "bbuf.h"
 #include "common.h"
 
+#include <assert.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +24,8 @@ struct entry {
     uint64_t key;
     void *buf;
     size_t len;
+    int pins;                  /* replies reading buf in place */
+    int gone;                  /* evicted while pinned */
     struct entry *prev, *next; /* LRU: head is newest */
     struct entry *hnext;
 };
@@ -102,28 +107,31 @@ static void detach(bcache *c, struct entry *e)
 static void evict(bcache *c, struct entry *e)
 {
     detach(c, e);
+    if (e->pins) {
+        e->gone = 1;
+        return;
+    }
     bbuf_free(e->buf);
     free(e);
 }
 
 /* Under c->mu: look key up; when it holds [off, off + len), copy that to
 ** dst (unless NULL) and move it to the head, or with last to the tail. */
-static int get_locked(bcache *c, uint64_t key, size_t off, size_t len, void *dst, int last)
+static struct entry *get_locked(bcache *c, uint64_t key, size_t off, size_t len, void *dst,
+                                int last)
 {
     struct entry *e = *slot(c, key);
-    int hit = e != NULL && off + len <= e->len;
-    if (hit) {
-        if (dst) memcpy(dst, (uint8_t *)e->buf + off, len);
-        lru_unlink(c, e);
-        lru_push(c, e, last);
-    }
-    return hit;
+    if (!e || off + len > e->len) return NULL;
+    if (dst) memcpy(dst, (uint8_t *)e->buf + off, len);
+    lru_unlink(c, e);
+    lru_push(c, e, last);
+    return e;
 }
 
 static int get(bcache *c, uint64_t key, size_t off, size_t len, void *dst, int last)
 {
     pthread_mutex_lock(&c->mu);
-    int hit = get_locked(c, key, off, len, dst, last);
+    int hit = get_locked(c, key, off, len, dst, last) != NULL;
     pthread_mutex_unlock(&c->mu);
     return hit;
 }
@@ -147,12 +155,13 @@ static void claim_end(bcache *c, uint64_t key)
     pthread_cond_broadcast(&c->claim[i].cv);
 }
 
-int bcache_get_claim(bcache *c, uint64_t key, size_t off, size_t len, void *dst, int wait)
+/* Under c->mu: bcache_get_claim's loop; *hit is the entry on a hit. */
+static int get_claim_locked(bcache *c, uint64_t key, size_t off, size_t len, void *dst,
+                            int wait, struct entry **hit)
 {
-    pthread_mutex_lock(&c->mu);
     int rc;
     for (;;) {
-        if (get_locked(c, key, off, len, dst, 0)) {
+        if ((*hit = get_locked(c, key, off, len, dst, 0)) != NULL) {
             rc = BCACHE_HIT;
             break;
         }
@@ -173,8 +182,44 @@ int bcache_get_claim(bcache *c, uint64_t key, size_t off, size_t len, void *dst,
         }
         pthread_cond_wait(&c->claim[i].cv, &c->mu);
     }
+    return rc;
+}
+
+int bcache_get_claim(bcache *c, uint64_t key, size_t off, size_t len, void *dst, int wait)
+{
+    struct entry *e;
+    pthread_mutex_lock(&c->mu);
+    int rc = get_claim_locked(c, key, off, len, dst, wait, &e);
     pthread_mutex_unlock(&c->mu);
     return rc;
+}
+
+int bcache_pin_claim(bcache *c, uint64_t key, size_t off, size_t len, const uint8_t **at,
+                     void **pin)
+{
+    struct entry *e;
+    pthread_mutex_lock(&c->mu);
+    int rc = get_claim_locked(c, key, off, len, NULL, 1, &e);
+    if (rc == BCACHE_HIT) {
+        e->pins++;
+        *at = (const uint8_t *)e->buf + off;
+        *pin = e;
+    }
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
+void bcache_unpin(bcache *c, void *pin)
+{
+    struct entry *e = pin;
+    pthread_mutex_lock(&c->mu);
+    assert(e->pins > 0);
+    int last = --e->pins == 0 && e->gone;
+    pthread_mutex_unlock(&c->mu);
+    if (last) {
+        bbuf_free(e->buf);
+        free(e);
+    }
 }
 
 void bcache_unclaim(bcache *c, uint64_t key)
@@ -194,7 +239,7 @@ void *bcache_take(bcache *c, uint64_t key, size_t len)
     pthread_mutex_lock(&c->mu);
     struct entry *e = *slot(c, key);
     void *buf = NULL;
-    if (e && e->len == len) {
+    if (e && e->len == len && !e->pins) {
         buf = e->buf;
         detach(c, e);
     } else {
@@ -218,16 +263,17 @@ int bcache_mark_last(bcache *c, uint64_t key)
     return get(c, key, 0, 0, NULL, 1);
 }
 
-void bcache_put(bcache *c, uint64_t key, void *buf, size_t len, int cold)
+/* Insert buf (pinned pins times); NULL, buf still the caller's, when it
+** cannot be cached. */
+static struct entry *put(bcache *c, uint64_t key, void *buf, size_t len, int cold, int pins)
 {
     struct entry *e = malloc(sizeof *e);
     if (!e || len > c->cap) {
         free(e);
-        bbuf_free(buf);
         bcache_unclaim(c, key); /* its waiters decode it themselves */
-        return;
+        return NULL;
     }
-    *e = (struct entry){.key = key, .buf = buf, .len = len};
+    *e = (struct entry){.key = key, .buf = buf, .len = len, .pins = pins};
     pthread_mutex_lock(&c->mu);
     claim_end(c, key);
     struct entry **p = slot(c, key);
@@ -239,4 +285,15 @@ void bcache_put(bcache *c, uint64_t key, void *buf, size_t len, int cold)
     lru_push(c, e, cold);
     c->used += len;
     pthread_mutex_unlock(&c->mu);
+    return e;
+}
+
+void bcache_put(bcache *c, uint64_t key, void *buf, size_t len, int cold)
+{
+    if (!put(c, key, buf, len, cold, 0)) bbuf_free(buf);
+}
+
+void *bcache_put_pin(bcache *c, uint64_t key, void *buf, size_t len)
+{
+    return put(c, key, buf, len, 0, 1);
 }

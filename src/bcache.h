@@ -52,6 +52,18 @@ enum { BCACHE_MINE = 0, BCACHE_HIT = 1, BCACHE_BUSY = 2 };
 int bcache_get_claim(bcache *c, uint64_t key, size_t off, size_t len, void *dst, int wait);
 void bcache_unclaim(bcache *c, uint64_t key);
 
+/* Pins, for replies sent straight from the cache: bcache_pin_claim is
+** bcache_get_claim (waiting) that, on a hit, sets *at to byte off of the
+** block instead of copying it out, and *pin to a pin that keeps those
+** bytes in place, evicted or not, until bcache_unpin. bcache_put_pin is
+** bcache_put that pins what it inserts; it returns NULL when the block is
+** too large to cache, and buf then stays the caller's. A pinned block is
+** never taken (bcache_take answers NULL). */
+int bcache_pin_claim(bcache *c, uint64_t key, size_t off, size_t len, const uint8_t **at,
+                     void **pin);
+void *bcache_put_pin(bcache *c, uint64_t key, void *buf, size_t len);
+void bcache_unpin(bcache *c, void *pin);
+
 /* Bytes of blocks cached now. */
 size_t bcache_used(bcache *c);
 

@@ -223,10 +223,15 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                     struct fuse_file_info *fi)
 {
     uint8_t *buf = scratch_get(SCRATCH_FUSE_READ, size ? size : 1);
-    size_t got = 0;
+    struct store_iov r;
     int rc = !buf ? -ENOMEM
-                  : OPS(ino)->read(FS(req)->v, ino, FH(fi), buf, size, (uint64_t)off, &got);
-    if (rc < 0) reply_rc(req, rc); else fuse_reply_buf(req, (char *)buf, got);
+                  : OPS(ino)->read(FS(req)->v, ino, FH(fi), buf, size, (uint64_t)off, &r);
+    if (rc < 0) {
+        reply_rc(req, rc);
+        return;
+    }
+    fuse_reply_iov(req, r.v, r.n); /* from the cache where the bytes are: no copy */
+    store_iov_release(&r);
 }
 
 static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,

@@ -1039,8 +1039,8 @@ static int read_dirty(struct ingest *ig, struct ifile *n, uint8_t *buf, size_t l
     return 0;
 }
 
-int ingest_read(struct ingest *ig, struct node *node, void *buf, size_t len,
-                uint64_t off, size_t *got)
+int ingest_read_iov(struct ingest *ig, struct node *node, void *buf, size_t len,
+                    uint64_t off, struct store_iov *out)
 {
     struct ifile *n = ifile_of(node);
     struct store *st = ig->st;
@@ -1048,20 +1048,31 @@ int ingest_read(struct ingest *ig, struct node *node, void *buf, size_t len,
     int rc = settle(n);
     if (rc == 0 && n->mode == NODE_CLEAN) rc = load_committed(ig, n, NULL);
     uint64_t size = n->mode == NODE_CLEAN ? n->csize : n->size;
-    *got = off >= size ? 0 : (size_t)CK_MIN((uint64_t)len, size - off);
-    if (rc < 0 || *got == 0 || n->mode != NODE_CLEAN) {
-        if (rc == 0 && *got) rc = read_dirty(ig, n, buf, *got, off);
+    size_t got = off >= size ? 0 : (size_t)CK_MIN((uint64_t)len, size - off);
+    store_iov_buf(out, buf, got);
+    if (rc < 0 || got == 0 || n->mode != NODE_CLEAN) {
+        if (rc == 0 && got) rc = read_dirty(ig, n, buf, got, off);
         pthread_mutex_unlock(&n->mu);
         return rc;
     }
     /* Clean: decode outside the lock, on a map a commit cannot free. */
     struct extmap *m = n->map;
     extmap_get(m);
-    prefetch(ig, n, m, off, off + *got);
+    prefetch(ig, n, m, off, off + got);
     pthread_mutex_unlock(&n->mu);
-    rc = store_read_range(st, m->e, m->n, buf, *got, off);
+    rc = store_read_iov(st, m->e, m->n, buf, got, off, out);
     extmap_put(m);
     return rc;
+}
+
+int ingest_read(struct ingest *ig, struct node *node, void *buf, size_t len, uint64_t off,
+                size_t *got)
+{
+    struct store_iov v;
+    CK_TRY(ingest_read_iov(ig, node, buf, len, off, &v));
+    *got = store_iov_len(&v);
+    store_iov_gather(&v, buf);
+    return 0;
 }
 
 int ingest_getattr(struct ingest *ig, struct node *node, struct fsm_attr *a)

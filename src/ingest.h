@@ -88,6 +88,11 @@ int ingest_open_writer(struct ingest *ig, struct node *n);
 /* Read up to len bytes at off; *got is the count (short only at end of file). */
 int ingest_read(struct ingest *ig, struct node *n, void *buf, size_t len,
                 uint64_t off, size_t *got);
+/* ingest_read with the bytes left where they lie (store_read_iov): out's
+** pieces, released by the caller, are the bytes read; buf (len bytes)
+** holds those that are not pinned cached blocks. */
+int ingest_read_iov(struct ingest *ig, struct node *n, void *buf, size_t len,
+                    uint64_t off, struct store_iov *out);
 /* Attributes of n as a reader sees them now: the committed row with, while
 ** changes are pending, their size and times (stored is then the size).
 ** Taken under the node lock so a concurrent commit is seen whole. */

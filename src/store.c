@@ -658,6 +658,118 @@ int store_stage_remove(struct store *st, uint64_t ino)
     return 0;
 }
 
+/* [off, off + len) of c's block, decoded through the cache, pinned there
+** (*at, *pin), or copied to dst when it cannot be cached (*pin NULL). */
+static int pin_block(struct store *st, const struct fsm_chunk *c, size_t off, size_t len,
+                     void *dst, const uint8_t **at, void **pin)
+{
+    uint64_t key = bcache_key(c->pack, c->off);
+    *pin = NULL;
+    if (bcache_pin_claim(st->cache, key, off, len, at, pin) == BCACHE_HIT) return 0;
+    uint8_t *buf = bbuf_alloc(c->raw_len);
+    int rc = buf ? load_block(st, c, buf) : -ENOMEM;
+    if (rc < 0) {
+        bbuf_free(buf);
+        bcache_unclaim(st->cache, key);
+        return rc;
+    }
+    if ((*pin = bcache_put_pin(st->cache, key, buf, c->raw_len)) != NULL) {
+        *at = buf + off;
+        return 0;
+    }
+    memcpy(dst, buf + off, len);
+    bbuf_free(buf);
+    return 0;
+}
+
+void store_iov_release(struct store_iov *v)
+{
+    for (int i = 0; i < v->n; i++)
+        if (v->pin[i]) bcache_unpin(v->cache, v->pin[i]);
+    v->n = 0;
+}
+
+void store_iov_buf(struct store_iov *out, void *buf, size_t len)
+{
+    out->v[0] = (struct iovec){buf, len};
+    out->pin[0] = NULL;
+    out->n = 1;
+}
+
+size_t store_iov_len(const struct store_iov *v)
+{
+    size_t n = 0;
+    for (int i = 0; i < v->n; i++) n += v->v[i].iov_len;
+    return n;
+}
+
+void store_iov_gather(struct store_iov *v, void *buf)
+{
+    uint8_t *p = buf;
+    for (int i = 0; i < v->n; p += v->v[i++].iov_len)
+        if (v->v[i].iov_base != p) memcpy(p, v->v[i].iov_base, v->v[i].iov_len);
+    store_iov_release(v);
+}
+
+/* Append [p, p + len) (pinned by pin, or in the caller's buffer) to out,
+** merged with the piece before when contiguous; -ENOSPC when out is full. */
+static int iov_add(struct store_iov *out, const void *p, size_t len, void *pin)
+{
+    struct iovec *last = out->n ? &out->v[out->n - 1] : NULL;
+    if (!pin && last && !out->pin[out->n - 1] &&
+        (const uint8_t *)last->iov_base + last->iov_len == (const uint8_t *)p) {
+        last->iov_len += len;
+        return 0;
+    }
+    if (out->n == STORE_IOV_MAX) return -ENOSPC;
+    out->v[out->n] = (struct iovec){(void *)p, len};
+    out->pin[out->n++] = pin;
+    return 0;
+}
+
+/* Fill out with [off, off + len) of ext; -ENOSPC when it takes more pieces
+** than out holds. */
+static int read_pieces(struct store *st, const struct fsm_extent *ext, size_t next,
+                       uint8_t *buf, size_t len, uint64_t off, struct store_iov *out)
+{
+    uint64_t end = off + len, done = off; /* [off, done) is in out */
+    for (size_t i = extmap_first_after(ext, next, off); i < next && ext[i].file_off < end; i++) {
+        const struct fsm_extent *e = &ext[i];
+        uint64_t a = CK_MAX(done, e->file_off);
+        uint64_t b = CK_MIN(end, e->file_off + e->c.raw_len);
+        if (e->c.raw_len == 0 || a >= b) continue; /* a hole: zeros */
+        if (a > done) {
+            memset(buf + (done - off), 0, a - done);
+            CK_TRY(iov_add(out, buf + (done - off), a - done, NULL));
+        }
+        const uint8_t *at = buf + (a - off);
+        void *pin;
+        CK_TRY(pin_block(st, &e->c, a - e->file_off, b - a, buf + (a - off), &at, &pin));
+        int rc = iov_add(out, at, b - a, pin);
+        if (rc < 0 && pin) bcache_unpin(st->cache, pin);
+        CK_TRY(rc);
+        done = b;
+    }
+    if (end > done) {
+        memset(buf + (done - off), 0, end - done);
+        CK_TRY(iov_add(out, buf + (done - off), end - done, NULL));
+    }
+    return 0;
+}
+
+int store_read_iov(struct store *st, const struct fsm_extent *ext, size_t next, void *buf,
+                   size_t len, uint64_t off, struct store_iov *out)
+{
+    *out = (struct store_iov){.cache = st->cache};
+    int rc = read_pieces(st, ext, next, buf, len, off, out);
+    if (rc == 0) return 0;
+    store_iov_release(out);
+    if (rc != -ENOSPC) return rc;
+    CK_TRY(store_read_range(st, ext, next, buf, len, off)); /* too many pieces: copy */
+    store_iov_buf(out, buf, len);
+    return 0;
+}
+
 int store_read_range(struct store *st, const struct fsm_extent *ext, size_t next,
                      void *dst, size_t len, uint64_t off)
 {

@@ -23,6 +23,7 @@
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 #include "../fsmeta/fsmeta.h"
 #include "bcache.h"
@@ -165,6 +166,29 @@ int store_read_block(struct store *st, const struct fsm_chunk *c, size_t off,
 ** between them reading as zeros) into dst, through the cache. */
 int store_read_range(struct store *st, const struct fsm_extent *ext, size_t n,
                      void *dst, size_t len, uint64_t off);
+/* A read's bytes in order, as pieces of the caller's buffer and of cached
+** blocks, pinned (bcache.h) so a reply can be sent from where they lie
+** instead of copied first; store_iov_release unpins. */
+#define STORE_IOV_MAX 8
+struct store_iov {
+    struct iovec v[STORE_IOV_MAX];
+    void *pin[STORE_IOV_MAX]; /* NULL: a piece of the caller's buffer */
+    int n;
+    bcache *cache;
+};
+/* store_read_range, the bytes left where they are: out's pieces are
+** [off, off + len) in order; a piece that is not a pinned cached block lies
+** in buf (len bytes) at its own offset in the range. */
+int store_read_iov(struct store *st, const struct fsm_extent *ext, size_t n, void *buf,
+                   size_t len, uint64_t off, struct store_iov *out);
+/* Out as one piece: buf[0..len) (a read made there by copying). */
+void store_iov_buf(struct store_iov *out, void *buf, size_t len);
+/* Total bytes of v's pieces. */
+size_t store_iov_len(const struct store_iov *v);
+/* Copy v's pinned pieces into their places in buf (which then holds all
+** of v) and release v. */
+void store_iov_gather(struct store_iov *v, void *buf);
+void store_iov_release(struct store_iov *v);
 /* Decode a block into the cache unless it is there already. */
 void store_prefetch_block(struct store *st, const struct fsm_chunk *c);
 /* Drop block c's decoded copy from the cache (a sequential reader is past

@@ -103,8 +103,11 @@ struct vfs_ops {
     int (*open)(vfs *v, uint64_t ino, int flags, struct vfs_open *o);
     int (*create)(vfs *v, const struct cred *c, uint64_t parent, const char *name,
                   mode_t mode, int flags, struct stat *out, struct vfs_open *o);
+    /* up to len bytes at off (short only at end of file) as out's pieces
+    ** (store.h): in buf, or pinned where they are cached; the caller
+    ** replies from them, then calls store_iov_release */
     int (*read)(vfs *v, uint64_t ino, struct vfs_file *f, void *buf, size_t len,
-                uint64_t off, size_t *got);
+                uint64_t off, struct store_iov *out);
     /* *inval: other handles may cache pages of the range; the kernel must
     ** drop them before the write returns */
     int (*write)(vfs *v, const struct cred *c, uint64_t ino, struct vfs_file *f,

@@ -54,9 +54,9 @@ int vfs_file_open(vfs *v, uint64_t ino, int flags, int created, struct vfs_open 
 }
 
 int vfs_file_read(vfs *v, uint64_t ino, struct vfs_file *f, void *buf, size_t len,
-                  uint64_t off, size_t *got)
+                  uint64_t off, struct store_iov *out)
 {
-    return ingest_read(&v->ig, f->n, buf, len, off, got);
+    return ingest_read_iov(&v->ig, f->n, buf, len, off, out);
 }
 
 /* A write through a direct handle skips the kernel's own dropping of

@@ -64,7 +64,7 @@ int vfs_view_lookup(vfs *v, uint64_t parent, const char *name, struct stat *out)
 /* vfs_file.c: a handle on live file ino (created: just made, empty). */
 int vfs_file_open(vfs *v, uint64_t ino, int flags, int created, struct vfs_open *o);
 int vfs_file_read(vfs *v, uint64_t ino, struct vfs_file *f, void *buf, size_t len,
-                  uint64_t off, size_t *got);
+                  uint64_t off, struct store_iov *out);
 int vfs_file_write(vfs *v, const struct cred *c, uint64_t ino, struct vfs_file *f,
                    const void *buf, size_t len, uint64_t off, int *inval);
 int vfs_file_flush(vfs *v, struct vfs_file *f);

@@ -47,9 +47,12 @@ static int view_open(vfs *v, uint64_t ino, int flags, struct vfs_open *o)
 }
 
 static int view_read(vfs *v, uint64_t ino, struct vfs_file *f, void *buf, size_t len,
-                     uint64_t off, size_t *got)
+                     uint64_t off, struct store_iov *out)
 {
-    return hview_read(v->view, ino, buf, len, off, got);
+    size_t got = 0;
+    CK_TRY(hview_read(v->view, ino, buf, len, off, &got));
+    store_iov_buf(out, buf, got);
+    return 0;
 }
 
 static int view_flush(vfs *v, struct vfs_file *f) { return 0; }

@@ -99,6 +99,51 @@ START_TEST(test_take)
 }
 END_TEST
 
+/* A pinned block's bytes stay in place while the cache evicts it, replaces
+** it or is asked to give it away; the last unpin frees them (run under
+** ASan in the fuzz build, a use after free would show). */
+START_TEST(test_pins)
+{
+    bcache *c;
+    ck_assert_int_eq(bcache_create(2 * BLK, &c), 0);
+    put_block(c, 1, 0);
+    const uint8_t *at = NULL;
+    void *pin = NULL, *pin2 = NULL;
+    ck_assert_int_eq(bcache_pin_claim(c, 1, 10, 20, &at, &pin), BCACHE_HIT);
+    ck_assert_ptr_nonnull(pin);
+    ck_assert_uint_eq(at[0], 1);
+    ck_assert_ptr_null(bcache_take(c, 1, BLK)); /* pinned: not given away */
+    put_block(c, 2, 0);
+    put_block(c, 3, 0); /* evicts 1, still pinned */
+    ck_assert(!has(c, 1));
+    const uint8_t *at1 = at;
+    /* A miss claims; the decoded block goes in pinned. */
+    ck_assert_int_eq(bcache_pin_claim(c, 4, 0, BLK, &at, &pin2), BCACHE_MINE);
+    uint8_t *b = xbbuf(BLK); /* block 1's buffer, were it freed */
+    memset(b, 4, BLK);
+    ck_assert_uint_eq(at1[19], 1);
+    ck_assert_uint_eq(at1[BLK - 11], 1);
+    pin2 = bcache_put_pin(c, 4, b, BLK);
+    ck_assert_ptr_nonnull(pin2);
+    put_block(c, 4, 0); /* replaced while pinned */
+    ck_assert_uint_eq(b[BLK - 1], 4);
+    bcache_unpin(c, pin);
+    bcache_unpin(c, pin2);
+    ck_assert(has(c, 4));
+    /* Too large to cache: NULL, the buffer stays the caller's. */
+    uint8_t *big = xbbuf(3 * BLK);
+    ck_assert_ptr_null(bcache_put_pin(c, 5, big, 3 * BLK));
+    big[3 * BLK - 1] = 1;
+    bbuf_free(big);
+    /* Unpinned again, it can be taken. */
+    ck_assert_int_eq(bcache_pin_claim(c, 4, 0, 1, &at, &pin), BCACHE_HIT);
+    bcache_unpin(c, pin);
+    bbuf_free(bcache_take(c, 4, BLK));
+    ck_assert(!has(c, 4));
+    bcache_destroy(c);
+}
+END_TEST
+
 /* Versions of a file of N blocks written in turn, each block a delta
 ** against the same block of the version before, as store_put_block uses
 ** the cache: the base taken out (bcache_take) when cached, the new block
@@ -203,6 +248,7 @@ int main(void)
         test_cyclic_bases,
         test_claims,
         test_claim_waiters,
+        test_pins,
         NULL,
     };
     return ut_main("bcache", (const struct ut_tcase[]){

@@ -68,6 +68,19 @@ static void fx_close(struct fx *f)
 
 static const struct vfs_ops *ops(uint64_t ino) { return vfs_ops_of(ino); }
 
+/* The read op with its pieces gathered into buf, as a copying caller sees it. */
+static int rd(vfs *v, uint64_t ino, struct vfs_file *fh, void *buf, size_t len, uint64_t off,
+              size_t *got)
+{
+    struct store_iov r;
+    int rc = ops(ino)->read(v, ino, fh, buf, len, off, &r);
+    if (rc == 0) {
+        *got = store_iov_len(&r);
+        store_iov_gather(&r, buf);
+    }
+    return rc;
+}
+
 /* Make an inode (mknod, mkdir or symlink); returns its ino. The kernel
 ** reference mknod takes is given back. */
 static uint64_t mk(struct fx *f, const struct cred *c, uint64_t parent, const char *name,
@@ -149,13 +162,13 @@ static void check_file(struct fx *f, uint64_t ino, const uint8_t *ref, size_t le
     ck_assert_int_eq(ops(ino)->open(f->v, ino, O_RDONLY, &o), 0);
     uint8_t *buf = ut_xmalloc(len + 100);
     size_t got = 0;
-    ck_assert_int_eq(ops(ino)->read(f->v, ino, o.fh, buf, len + 100, 0, &got), 0);
+    ck_assert_int_eq(rd(f->v, ino, o.fh, buf, len + 100, 0, &got), 0);
     ck_assert_uint_eq(got, len);
     size_t d = ut_first_diff(buf, ref, len);
     ck_assert_msg(d == len, "ino %llu: byte %zu of %zu differs", (unsigned long long)ino, d, len);
     /* A piece in the middle. */
     if (len > 1000) {
-        ck_assert_int_eq(ops(ino)->read(f->v, ino, o.fh, buf, 777, len / 2, &got), 0);
+        ck_assert_int_eq(rd(f->v, ino, o.fh, buf, 777, len / 2, &got), 0);
         ck_assert_uint_eq(got, 777);
         ck_assert_int_eq(memcmp(buf, ref + len / 2, 777), 0);
     }
@@ -366,7 +379,7 @@ START_TEST(test_write_read_back)
     memcpy(ref + BS - 100, patch, sizeof patch);
     uint8_t buf[sizeof patch];
     size_t got;
-    ck_assert_int_eq(ops(ino)->read(f.v, ino, o.fh, buf, sizeof buf, BS - 100, &got), 0);
+    ck_assert_int_eq(rd(f.v, ino, o.fh, buf, sizeof buf, BS - 100, &got), 0);
     ck_assert_uint_eq(got, sizeof buf);
     ck_assert_int_eq(memcmp(buf, patch, sizeof buf), 0);
     ck_assert_int_eq(ops(ino)->flush(f.v, o.fh), 0);
@@ -409,7 +422,7 @@ START_TEST(test_read_drops_behind)
     ck_assert_int_eq(ops(ino)->open(f.v, ino, O_RDONLY, &o), 0);
     size_t most = 0, got;
     for (size_t off = 0; off < N; off += BS) {
-        ck_assert_int_eq(ops(ino)->read(f.v, ino, o.fh, buf, BS, off, &got), 0);
+        ck_assert_int_eq(rd(f.v, ino, o.fh, buf, BS, off, &got), 0);
         ck_assert_uint_eq(got, BS);
         ck_assert_int_eq(memcmp(buf, ref + off, BS), 0);
         most = CK_MAX(most, bcache_used(f.st->cache));
@@ -418,6 +431,49 @@ START_TEST(test_read_drops_behind)
     ** decode-ahead job may have put back until the next read: not all 12. */
     ck_assert_uint_le(most, (3 + STORE_AHEAD_BLOCKS) * BS);
     ck_assert_uint_gt(most, 0);
+    ops(ino)->release(f.v, o.fh);
+    free(ref);
+    free(buf);
+    fx_close(&f);
+}
+END_TEST
+
+/* Reads of a committed file come back as pieces of the cached blocks
+** themselves (no copy into the caller's buffer); one that would take more
+** pieces than a reply holds is copied into it instead. */
+START_TEST(test_read_pieces)
+{
+    struct fx f;
+    fx_open(&f);
+    const size_t N = 10 * BS + 100;
+    uint8_t *ref = ut_xmalloc(N), *buf = ut_xmalloc(N);
+    ut_fill_random(ref, N, 11);
+    uint64_t ino = put_file(&f, &user_cred, ROOT, "pieces.bin", ref, N, 1);
+    struct vfs_open o;
+    ck_assert_int_eq(ops(ino)->open(f.v, ino, O_RDONLY, &o), 0);
+    struct store_iov r;
+    ck_assert_int_eq(ops(ino)->read(f.v, ino, o.fh, buf, BS, BS / 2, &r), 0);
+    ck_assert_int_eq(r.n, 2); /* the ends of two blocks */
+    for (int i = 0; i < r.n; i++) {
+        ck_assert_ptr_nonnull(r.pin[i]);
+        ck_assert((uint8_t *)r.v[i].iov_base < buf || (uint8_t *)r.v[i].iov_base >= buf + N);
+    }
+    ck_assert_int_eq(memcmp(r.v[0].iov_base, ref + BS / 2, BS / 2), 0);
+    ck_assert_int_eq(memcmp(r.v[1].iov_base, ref + BS, BS / 2), 0);
+    store_iov_release(&r);
+    /* The last block, short: asked past the end. */
+    ck_assert_int_eq(ops(ino)->read(f.v, ino, o.fh, buf, 2 * BS, 10 * BS, &r), 0);
+    ck_assert_uint_eq(store_iov_len(&r), 100);
+    ck_assert_int_eq(memcmp(r.v[0].iov_base, ref + 10 * BS, 100), 0);
+    store_iov_release(&r);
+    /* 11 blocks: more than STORE_IOV_MAX pieces, so copied whole into buf. */
+    ck_assert_int_eq(ops(ino)->read(f.v, ino, o.fh, buf, N, 0, &r), 0);
+    ck_assert_int_eq(r.n, 1);
+    ck_assert_ptr_null(r.pin[0]);
+    ck_assert_ptr_eq(r.v[0].iov_base, buf);
+    ck_assert_uint_eq(r.v[0].iov_len, N);
+    ck_assert_int_eq(memcmp(buf, ref, N), 0);
+    store_iov_release(&r);
     ops(ino)->release(f.v, o.fh);
     free(ref);
     free(buf);
@@ -448,7 +504,7 @@ START_TEST(test_unlink_open_file)
     ck_assert_int_eq(sb.st_size, (off_t)N);
     uint8_t *buf = ut_xmalloc(N);
     size_t got;
-    ck_assert_int_eq(ops(ino)->read(f.v, ino, o.fh, buf, N, 0, &got), 0);
+    ck_assert_int_eq(rd(f.v, ino, o.fh, buf, N, 0, &got), 0);
     ck_assert_uint_eq(got, N);
     ck_assert_int_eq(memcmp(buf, ref, N), 0);
     /* No new link to an unlinked inode. */
@@ -474,7 +530,7 @@ START_TEST(test_unlink_open_file)
     ck_assert_int_eq(ops(ROOT)->remove(f.v, ROOT, "w", 0), 0);
     int inval;
     ck_assert_int_eq(ops(ino3)->write(f.v, &user_cred, ino3, o.fh, "XYZ", 3, 1000, &inval), 0);
-    ck_assert_int_eq(ops(ino3)->read(f.v, ino3, o.fh, buf, 2000, 0, &got), 0);
+    ck_assert_int_eq(rd(f.v, ino3, o.fh, buf, 2000, 0, &got), 0);
     ck_assert_uint_eq(got, 1003);
     ck_assert_int_eq(memcmp(buf + 1000, "XYZ", 3), 0);
     ck_assert_int_eq(ops(ino3)->flush(f.v, o.fh), 0);
@@ -535,7 +591,7 @@ START_TEST(test_rename)
     ck_assert_uint_eq(attr(&f, c).st_nlink, 0);
     char cb[8];
     size_t got;
-    ck_assert_int_eq(ops(c)->read(f.v, c, o.fh, cb, sizeof cb, 0, &got), 0);
+    ck_assert_int_eq(rd(f.v, c, o.fh, cb, sizeof cb, 0, &got), 0);
     ck_assert_uint_eq(got, 3);
     ck_assert_int_eq(memcmp(cb, "CCC", 3), 0);
     ops(c)->release(f.v, o.fh);
@@ -801,7 +857,7 @@ START_TEST(test_history_view_readonly)
     ck_assert_int_eq(ops(vfi)->open(f.v, vfi, O_RDONLY, &o), 0);
     uint8_t *buf = ut_xmalloc(N);
     size_t got;
-    ck_assert_int_eq(ops(vfi)->read(f.v, vfi, o.fh, buf, N, 0, &got), 0);
+    ck_assert_int_eq(rd(f.v, vfi, o.fh, buf, N, 0, &got), 0);
     ck_assert_uint_eq(got, N);
     ck_assert_int_eq(memcmp(buf, ref, N), 0);
     ops(vfi)->release(f.v, o.fh);
@@ -1282,6 +1338,7 @@ int main(void)
         test_make_and_lookup,
         test_write_read_back,
         test_read_drops_behind,
+        test_read_pieces,
         test_unlink_open_file,
         test_rename,
         test_link_count,
