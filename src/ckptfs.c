@@ -141,7 +141,7 @@ static void usage(const char *prog)
            "Mount the checkpoint store STORE (created if missing) at MOUNTPOINT.\n"
            "Unmount with: fusermount3 -u MOUNTPOINT\n\n"
            "ckptfs options (-o name=value):\n"
-           "    -o threads=N         compression workers (default: CPUs online)\n"
+           "    -o threads=N         compression workers (default: twice the CPUs online)\n"
            "    -o cache_mib=N       decoded block cache, MiB (default 64)\n"
            "    -o write_buffer_mib=N written data queued for compression before\n"
            "                         writers wait, MiB (default 64)\n"

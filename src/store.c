@@ -26,7 +26,7 @@ void store_default_opts(struct store_opts *o)
     *o = (struct store_opts){
         .block_size = 1 << 20,
         .zstd_level = 1,
-        .threads = n > 0 ? (int)n : 1,
+        .threads = n > 0 ? 2 * (int)CK_MIN(n, 128) : 2,
         .cache_bytes = 64 << 20,
         .buffer_bytes = 64 << 20,
         .worker_nice = 10,
@@ -119,9 +119,12 @@ int store_start(struct store *st)
     size_t budget = CK_MAX(st->o.buffer_bytes, 2 * (size_t)st->o.threads * st->o.block_size);
     CK_TRY(pool_create(st->o.threads, budget, st->o.worker_nice, &st->workers));
     /* Not at the workers' nice: a reader waits for a block a thread has
-    ** claimed, and a starved claimant stalls the reader it works for. */
+    ** claimed, and a starved claimant stalls the reader it works for. One
+    ** per CPU: more would share the CPUs among the blocks ahead, and the
+    ** one wanted next would be done later. */
     size_t ahead = 2 * STORE_AHEAD_BLOCKS * st->o.block_size;
-    return pool_create(st->o.threads, ahead, 0, &st->readers);
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    return pool_create(ncpu > 0 ? (int)CK_MIN(ncpu, 128) : 1, ahead, 0, &st->readers);
 }
 
 /* Names a store directory holds besides meta.db. */

@@ -33,7 +33,9 @@
 struct store_opts {
     size_t block_size;       /* raw bytes per block (default 1 MiB) */
     int zstd_level;          /* default 1 */
-    int threads;             /* compression workers (default: online CPUs) */
+    int threads;             /* compression workers (default: twice the online CPUs:
+                                a worker writing a record with direct I/O waits for
+                                the disk); decode ahead has one thread per CPU */
     size_t cache_bytes;      /* decoded block cache (default 64 MiB) */
     size_t buffer_bytes;     /* raw blocks queued for the workers before a
                                 writer waits (default 64 MiB) */
