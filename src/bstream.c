@@ -141,15 +141,24 @@ long bstream_get_mask(const uint8_t *src, size_t avail, uint8_t *mask, size_t cn
 
 long bstream_get(const uint8_t *src, size_t avail, uint8_t *p, size_t cnt)
 {
+    const uint8_t *at;
+    long r = bstream_view(src, avail, p, cnt, &at);
+    if (r >= 0 && at != p) memcpy(p, at, cnt);
+    return r;
+}
+
+long bstream_view(const uint8_t *src, size_t avail, uint8_t *p, size_t cnt, const uint8_t **at)
+{
     if (avail < BSTREAM_HDR) return -EIO;
     uint8_t codec = src[0];
     size_t len = ck_get32(src + 1);
     if (len > avail - BSTREAM_HDR) return -EIO;
     const uint8_t *in = src + BSTREAM_HDR;
+    *at = p;
     switch (codec) {
     case PL_RAW:
         if (len != cnt) return -EIO;
-        memcpy(p, in, cnt);
+        *at = in;
         break;
     case PL_CONST:
         if (len != 1) return -EIO;

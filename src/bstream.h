@@ -41,6 +41,11 @@ size_t bstream_put(const uint8_t *p, size_t n, uint8_t *dst, size_t cap, int pre
 ** bytes it used, or -EIO when malformed. */
 long bstream_get(const uint8_t *src, size_t avail, uint8_t *p, size_t n);
 
+/* bstream_get that leaves a stored (raw) stream where it is: *at is the
+** stream's n bytes, inside src when stored raw, else p, where it was
+** decoded. */
+long bstream_view(const uint8_t *src, size_t avail, uint8_t *p, size_t n, const uint8_t **at);
+
 /* Read a stream of the bitmask of cnt elements (bit i, LSB first, of byte
 ** i/8) into mask; it must have exactly c bits set and none past cnt.
 ** Returns the bytes used, or -EIO. */

@@ -447,6 +447,20 @@ static long get_planes(const uint8_t *src, size_t avail, uint8_t *s, size_t stri
     return (long)off;
 }
 
+/* The w planes of a dense body of cnt values: pl[k] is plane k, where it is
+** stored when raw, else decoded into s + k * stride. */
+static long view_planes(const uint8_t *src, size_t avail, uint8_t *s, size_t stride,
+                        size_t cnt, unsigned w, const uint8_t **pl)
+{
+    size_t off = 0;
+    for (unsigned k = 0; k < w; k++) {
+        long r = bstream_view(src + off, avail - off, s + k * stride, cnt, &pl[k]);
+        if (r < 0) return r;
+        off += (size_t)r;
+    }
+    return (long)off;
+}
+
 /* A dense or sparse body of cnt values into planes s (stride stride), mask
 ** as scratch; returns the bytes used or -EIO. */
 static long get_body(int mode, const uint8_t *src, size_t avail, uint8_t *s, size_t stride,
@@ -496,7 +510,9 @@ static int decode_grouped(const uint8_t *src, size_t len, const uint8_t *base, u
     }
     if (off != len) return -EIO;
     uint8_t *v = s + group_scratch(n, w);
-    tck_inv(w, TCK_ID, p, cnt, base, cnt, v); /* join the planes (vectorised) */
+    const uint8_t *pl[8];
+    tck_planes(p, cnt, w, pl);
+    tck_inv(w, TCK_ID, pl, base, cnt, v); /* join the planes (vectorised) */
     tck_group_inv(w, op, v, base, cnt, gmap, at, dst);
     for (int g = 0; g < ng; g++)
         if (at[g] != end[g]) return -EIO;
@@ -521,9 +537,13 @@ int tc_decode(const uint8_t *src, size_t len, const uint8_t *base, uint64_t base
     if (!s) return -ENOMEM;
     int op = op_of(mode, flags & 1, flags & 2);
     if (mode == TC_GROUPED) return decode_grouped(src + off, len - off, base, w, op, s, dst, n);
-    long r = get_body(mode, src + off, len - off, s, cnt, cnt, w, s + n);
+    /* Dense planes stored raw are joined from the record itself. */
+    const uint8_t *pl[8];
+    long r = mode == TC_SPARSE ? get_body(mode, src + off, len - off, s, cnt, cnt, w, s + n)
+                               : view_planes(src + off, len - off, s, cnt, cnt, w, pl);
     if (r < 0) return (int)r;
     if (off + (size_t)r != len) return -EIO;
-    tck_inv(w, op, s, cnt, mode == TC_STANDALONE ? s : base, cnt, dst);
+    if (mode == TC_SPARSE) tck_planes(s, cnt, w, pl);
+    tck_inv(w, op, pl, mode == TC_STANDALONE ? s : base, cnt, dst);
     return 0;
 }

@@ -83,13 +83,13 @@ static inline __attribute__((always_inline)) size_t vfwd2(int op, const uint8_t 
     return i;
 }
 
-static inline __attribute__((always_inline)) size_t vinv2(int op, const uint8_t *pl,
-                                                          size_t stride, const uint8_t *b,
-                                                          size_t cnt, uint8_t *dst)
+static inline __attribute__((always_inline)) size_t vinv2(int op, const uint8_t *const *pl,
+                                                          const uint8_t *b, size_t cnt,
+                                                          uint8_t *dst)
 {
     size_t i = 0;
     for (; i + 16 <= cnt; i += 16) {
-        vec l = v_ld(pl + i), h = v_ld(pl + stride + i);
+        vec l = v_ld(pl[0] + i), h = v_ld(pl[1] + i);
         v_st(dst + 2 * i, vinv1_16(op, _mm_unpacklo_epi8(l, h), v_ld(b + 2 * i)));
         v_st(dst + 2 * i + 16, vinv1_16(op, _mm_unpackhi_epi8(l, h), v_ld(b + 2 * i + 16)));
     }
@@ -121,14 +121,14 @@ static inline __attribute__((always_inline)) size_t vfwd4(int op, const uint8_t 
     return i;
 }
 
-static inline __attribute__((always_inline)) size_t vinv4(int op, const uint8_t *pl,
-                                                          size_t stride, const uint8_t *b,
-                                                          size_t cnt, uint8_t *dst)
+static inline __attribute__((always_inline)) size_t vinv4(int op, const uint8_t *const *pl,
+                                                          const uint8_t *b, size_t cnt,
+                                                          uint8_t *dst)
 {
     size_t i = 0;
     for (; i + 16 <= cnt; i += 16) {
-        vec p0 = v_ld(pl + i), p1 = v_ld(pl + stride + i);
-        vec p2 = v_ld(pl + 2 * stride + i), p3 = v_ld(pl + 3 * stride + i);
+        vec p0 = v_ld(pl[0] + i), p1 = v_ld(pl[1] + i);
+        vec p2 = v_ld(pl[2] + i), p3 = v_ld(pl[3] + i);
         vec w0 = _mm_unpacklo_epi64(p0, p1), w2 = _mm_unpackhi_epi64(p0, p1);
         vec w1 = _mm_unpacklo_epi64(p2, p3), w3 = _mm_unpackhi_epi64(p2, p3);
         vec x0 = _mm_unpacklo_epi8(w0, w1), x1 = _mm_unpackhi_epi8(w0, w1);
@@ -162,16 +162,16 @@ static inline __attribute__((always_inline)) size_t vapply4(int op, uint8_t *d,
 #define vapply2(op, d, b, cnt) ((size_t)0)
 #define vapply4(op, d, b, cnt) ((size_t)0)
 #define vfwd2(op, x, b, cnt, pl, stride) ((size_t)0)
-#define vinv2(op, pl, stride, b, cnt, dst) ((size_t)0)
+#define vinv2(op, pl, b, cnt, dst) ((size_t)0)
 #define vfwd4(op, x, b, cnt, pl, stride) ((size_t)0)
-#define vinv4(op, pl, stride, b, cnt, dst) ((size_t)0)
+#define vinv4(op, pl, b, cnt, dst) ((size_t)0)
 #endif
 #define vfwd1(op, x, b, cnt, pl, stride) ((size_t)0)
-#define vinv1(op, pl, stride, b, cnt, dst) ((size_t)0)
+#define vinv1(op, pl, b, cnt, dst) ((size_t)0)
 #define vapply1(op, d, b, cnt) ((size_t)0)
 #define vapply8(op, d, b, cnt) ((size_t)0)
 #define vfwd8(op, x, b, cnt, pl, stride) ((size_t)0)
-#define vinv8(op, pl, stride, b, cnt, dst) ((size_t)0)
+#define vinv8(op, pl, b, cnt, dst) ((size_t)0)
 
 /* ---- transforms, one set per element width ---- */
 
@@ -218,11 +218,11 @@ static inline __attribute__((always_inline)) size_t vapply4(int op, uint8_t *d,
         T v = fwd1_##W(op, ld##W(x + W * i), ld##W(b + W * i));                \
         for (int k = 0; k < W; k++) pl[k * stride + j] = (uint8_t)(v >> (8 * k)); \
     }                                                                          \
-    static inline void inv_at##W(int op, const uint8_t *pl, size_t stride, size_t j, \
+    static inline void inv_at##W(int op, const uint8_t *const *pl, size_t j,     \
                                  const uint8_t *b, size_t i, uint8_t *dst)     \
     {                                                                          \
         T v = 0;                                                               \
-        for (int k = 0; k < W; k++) v |= (T)((T)pl[k * stride + j] << (8 * k)); \
+        for (int k = 0; k < W; k++) v |= (T)((T)pl[k][j] << (8 * k));          \
         T x = inv1_##W(op, v, ld##W(b + W * i));                               \
         memcpy(dst + W * i, &x, W);                                            \
     }                                                                          \
@@ -233,11 +233,11 @@ static inline __attribute__((always_inline)) size_t vapply4(int op, uint8_t *d,
         for (size_t i = vfwd##W(op, x, b, cnt, pl, stride); i < cnt; i++)      \
             fwd_at##W(op, x, b, i, pl, stride, i);                             \
     }                                                                          \
-    static void inv##W(int op, const uint8_t *pl, size_t stride, const uint8_t *b, \
+    static void inv##W(int op, const uint8_t *const *pl, const uint8_t *b,      \
                        size_t cnt, uint8_t *dst)                               \
     {                                                                          \
-        for (size_t i = vinv##W(op, pl, stride, b, cnt, dst); i < cnt; i++)    \
-            inv_at##W(op, pl, stride, i, b, i, dst);                           \
+        for (size_t i = vinv##W(op, pl, b, cnt, dst); i < cnt; i++)            \
+            inv_at##W(op, pl, i, b, i, dst);                                   \
     }                                                                          \
     /* Elements already joined (d, element-major): the op only, in place. */   \
     static inline __attribute__((always_inline)) void apply##W(int op, uint8_t *d, \
@@ -277,17 +277,17 @@ void tck_fwd(unsigned w, int op, const uint8_t *x, const uint8_t *b, size_t cnt,
 #undef FWD_OPS
 }
 
-void tck_inv(unsigned w, int op, const uint8_t *pl, size_t stride, const uint8_t *b, size_t cnt,
+void tck_inv(unsigned w, int op, const uint8_t *const *pl, const uint8_t *b, size_t cnt,
              uint8_t *dst)
 {
 #define INV_OPS(W)                                                             \
     switch (op) {                                                              \
-    case TCK_ROT: inv##W(TCK_ROT, pl, stride, b, cnt, dst); break;             \
-    case TCK_ULPF: inv##W(TCK_ULPF, pl, stride, b, cnt, dst); break;           \
-    case TCK_ULPI: inv##W(TCK_ULPI, pl, stride, b, cnt, dst); break;           \
-    case TCK_XORF: inv##W(TCK_XORF, pl, stride, b, cnt, dst); break;           \
-    case TCK_XORI: inv##W(TCK_XORI, pl, stride, b, cnt, dst); break;           \
-    default: inv##W(TCK_ID, pl, stride, b, cnt, dst); break;                   \
+    case TCK_ROT: inv##W(TCK_ROT, pl, b, cnt, dst); break;             \
+    case TCK_ULPF: inv##W(TCK_ULPF, pl, b, cnt, dst); break;           \
+    case TCK_ULPI: inv##W(TCK_ULPI, pl, b, cnt, dst); break;           \
+    case TCK_XORF: inv##W(TCK_XORF, pl, b, cnt, dst); break;           \
+    case TCK_XORI: inv##W(TCK_XORI, pl, b, cnt, dst); break;           \
+    default: inv##W(TCK_ID, pl, b, cnt, dst); break;                   \
     }
     switch (w) {
     case 1: INV_OPS(1); break;

@@ -27,10 +27,17 @@ enum tck_op { TCK_ID, TCK_ROT, TCK_ULPF, TCK_ULPI, TCK_XORF, TCK_XORI };
 void tck_fwd(unsigned w, int op, const uint8_t *x, const uint8_t *b, size_t cnt, uint8_t *pl,
              size_t stride);
 
-/* The inverse: elements dst[0..cnt) from planes pl (stride stride) and base
-** b. TCK_ID joins planes into elements (b is unused but must be readable). */
-void tck_inv(unsigned w, int op, const uint8_t *pl, size_t stride, const uint8_t *b, size_t cnt,
+/* The inverse: elements dst[0..cnt) from planes pl[0..w) (each of cnt
+** bytes, anywhere: a raw plane is read where it is stored) and base b.
+** TCK_ID joins planes into elements (b is unused but must be readable). */
+void tck_inv(unsigned w, int op, const uint8_t *const *pl, const uint8_t *b, size_t cnt,
              uint8_t *dst);
+
+/* Pointers to the w planes of s, stride bytes apart. */
+static inline void tck_planes(const uint8_t *s, size_t stride, unsigned w, const uint8_t **pl)
+{
+    for (unsigned k = 0; k < w; k++) pl[k] = s + k * stride;
+}
 
 /* Planes s (stride stride) of cnt elements: move the nonzero values to the
 ** front, in place, and set bit i (LSB first) of mask[0..cnt/8] for each

@@ -1043,14 +1043,20 @@ START_TEST(test_rans_corrupt)
 }
 END_TEST
 
-/* bstream_put under pref, then bstream_get: returns the codec byte. */
+/* bstream_put under pref, then bstream_get and bstream_view: returns the
+** codec byte. A view of a raw stream is the stored bytes themselves. */
 static int bs_rt(const uint8_t *p, size_t n, int pref, size_t *len)
 {
     uint8_t *d = ut_xmalloc(bstream_bound(n)), *out = ut_xmalloc(n);
     *len = bstream_put(p, n, d, bstream_bound(n), pref);
     ck_assert_int_eq(bstream_get(d, *len, out, n), (long)*len);
     ck_assert(memcmp(out, p, n) == 0);
+    const uint8_t *at = NULL;
+    memset(out, 0, n);
+    ck_assert_int_eq(bstream_view(d, *len, out, n, &at), (long)*len);
+    ck_assert(memcmp(at, p, n) == 0);
     int codec = d[0];
+    ck_assert_ptr_eq(at, codec == 0 ? d + BSTREAM_HDR : out); /* 0: stored raw */
     free(d), free(out);
     return codec;
 }
@@ -1074,6 +1080,8 @@ START_TEST(test_bstream_pref)
     ck_assert_int_eq(bs_rt(p, n, BSTREAM_FAST, &lf), 4);
     ck_assert_int_eq(bs_rt(p, n, BSTREAM_SMALL, &ls), 4);
     ck_assert_uint_lt(lf, n / 8); /* below Huffman's floor of a bit */
+    ut_fill_random(p, n, 43); /* no coder shrinks noise: stored raw */
+    ck_assert_int_eq(bs_rt(p, n, BSTREAM_FAST, &lf), 0);
     free(p);
 }
 END_TEST
