@@ -16,6 +16,8 @@ struct committer {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int stop;
+    void (*tick)(void *);
+    void *ctx;
 };
 
 static void *commit_loop(void *arg)
@@ -30,6 +32,7 @@ static void *commit_loop(void *arg)
         t.tv_nsec %= 1000000000L;
         pthread_cond_timedwait(&c->cv, &c->mu, &t);
         pthread_mutex_unlock(&c->mu);
+        if (c->tick) c->tick(c->ctx);
         int rc = fsmeta_flush(c->m, COMMIT_EVERY_NS);
         if (rc < 0) ck_log(CK_LOG_ERR, "group commit failed: %s", strerror(-rc));
         pthread_mutex_lock(&c->mu);
@@ -38,11 +41,13 @@ static void *commit_loop(void *arg)
     return NULL;
 }
 
-int committer_start(fsmeta *m, committer **out)
+int committer_start(fsmeta *m, void (*tick)(void *), void *ctx, committer **out)
 {
     committer *c = calloc(1, sizeof *c);
     if (!c) return -ENOMEM;
     c->m = m;
+    c->tick = tick;
+    c->ctx = ctx;
     pthread_mutex_init(&c->mu, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);

@@ -19,8 +19,9 @@
 
 typedef struct committer committer;
 
-/* Turn group commit on for m and start the thread. */
-int committer_start(fsmeta *m, committer **out);
+/* Turn group commit on for m and start the thread. Before each commit it
+** calls tick(ctx), unless tick is NULL: work to join the group. */
+int committer_start(fsmeta *m, void (*tick)(void *), void *ctx, committer **out);
 /* Stop it (NULL: nothing), commit what is open and turn group commit off. */
 void committer_stop(committer *c);
 

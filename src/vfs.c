@@ -15,6 +15,7 @@ int vfs_create(struct store *st, const struct vfs_opts *o, vfs **out)
     vfs *v = calloc(1, sizeof *v);
     if (!v) return -ENOMEM;
     *v = (struct vfs){.st = st, .o = *o};
+    pthread_mutex_init(&v->reaps.mu, NULL);
     int rc = node_table_create(&v->nodes);
     if (rc == 0) rc = hview_create(st, &v->view);
     if (rc < 0) {
@@ -31,7 +32,9 @@ void vfs_destroy(vfs *v)
 {
     if (!v) return;
     node_table_destroy(v->nodes);
+    vfs_reap_later(v, 0); /* the table's last gone hooks may have queued some */
     hview_destroy(v->view);
+    pthread_mutex_destroy(&v->reaps.mu);
     free(v);
 }
 

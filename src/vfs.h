@@ -43,6 +43,17 @@ struct vfs_opts {
 
 int vfs_create(struct store *st, const struct vfs_opts *o, vfs **out);
 void vfs_destroy(vfs *v);
+
+/* An unlinked inode the kernel forgets is deleted from the metadata. With
+** vfs_reap_later on, that waits in a queue of up to VFS_REAP_BATCH for
+** vfs_reap_pending (the group committer's tick), which deletes the batch in
+** one transaction: rm of many files then pays one transaction per file,
+** not two, on its way. Off, it drains the queue and deletes at once from
+** then on. A crash loses only the queue: the next mount purges inodes left
+** with no link. */
+#define VFS_REAP_BATCH 256
+int vfs_reap_later(vfs *v, int on);
+void vfs_reap_pending(void *v);
 /* Bring back file bodies a crash left in STORE/staging (before serving). */
 int vfs_recover(vfs *v);
 /* At unmount: commit every file with pending writes. */

@@ -25,10 +25,16 @@ struct vfs {
     hview *view;
     struct ingest ig; /* the write side: file content, commits */
     struct vfs_opts o;
+    struct vfs_reaps {  /* unlinked inodes forgotten, to delete (vfs_reap_later) */
+        pthread_mutex_t mu;
+        uint64_t *ino;
+        size_t n, cap;
+        int later;
+    } reaps;
 };
 
 /* vfs_node.c. Delete an unlinked inode once nothing refers to it (the node
-** table's gone hook, ctx the vfs). */
+** table's gone hook, ctx the vfs): at once, or queued for vfs_reap_pending. */
 void vfs_reap(void *ctx, uint64_t ino);
 /* After a link count dropped to 0: delete now unless still referenced. */
 void vfs_maybe_reap(vfs *v, uint64_t ino);

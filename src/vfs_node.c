@@ -11,16 +11,74 @@
 
 #include <string.h>
 
+/* Delete inodes ino[0..n) that have no link left, in one transaction, and
+** their staging files. A failure leaves them all to the next mount's purge. */
+static void reap_all(vfs *v, const uint64_t *ino, size_t n)
+{
+    fsmeta *m = v->st->meta;
+    uint8_t gone[VFS_REAP_BATCH];
+    int rc = fsmeta_begin(m, 0);
+    if (rc == 0) {
+        for (size_t i = 0; rc == 0 && i < n; i++) {
+            struct fsm_attr a;
+            gone[i] = fsmeta_getattr(m, ino[i], &a) == 0 && a.nlink == 0;
+            if (gone[i]) rc = fsmeta_rminode(m, ino[i]);
+        }
+        rc = fsmeta_end(m, rc);
+    }
+    if (rc < 0) {
+        ck_log(CK_LOG_WARN, "%zu unlinked inodes: delete failed (%s); purged at next mount", n,
+               strerror(-rc));
+        return;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (gone[i]) store_stage_remove(v->st, ino[i]);
+}
+
+/* Take the queue and delete what it holds. */
+static void reap_queued(vfs *v)
+{
+    struct vfs_reaps *r = &v->reaps;
+    uint64_t ino[VFS_REAP_BATCH];
+    pthread_mutex_lock(&r->mu);
+    size_t n = r->n;
+    if (n) memcpy(ino, r->ino, n * sizeof *ino);
+    r->n = 0;
+    pthread_mutex_unlock(&r->mu);
+    if (n) reap_all(v, ino, n);
+}
+
 void vfs_reap(void *ctx, uint64_t ino)
 {
     vfs *v = ctx;
-    struct fsm_attr a;
-    if (fsmeta_getattr(v->st->meta, ino, &a) == 0 && a.nlink == 0) {
-        int rc = fsmeta_rminode(v->st->meta, ino);
-        if (rc < 0) ck_log(CK_LOG_WARN, "inode %llu: delete failed (%s); purged at next mount",
-                           (unsigned long long)ino, strerror(-rc));
-        store_stage_remove(v->st, ino);
+    struct vfs_reaps *r = &v->reaps;
+    pthread_mutex_lock(&r->mu);
+    int queued = r->later && r->n < VFS_REAP_BATCH;
+    if (queued) r->ino[r->n++] = ino;
+    int full = queued && r->n == VFS_REAP_BATCH;
+    pthread_mutex_unlock(&r->mu);
+    if (!queued) reap_all(v, &ino, 1);
+    if (full) reap_queued(v); /* the committer fell behind: this thread pays */
+}
+
+void vfs_reap_pending(void *ctx)
+{
+    reap_queued(ctx);
+}
+
+int vfs_reap_later(vfs *v, int on)
+{
+    struct vfs_reaps *r = &v->reaps;
+    if (on && !r->ino && !(r->ino = malloc(VFS_REAP_BATCH * sizeof *r->ino))) return -ENOMEM;
+    pthread_mutex_lock(&r->mu);
+    r->later = on;
+    pthread_mutex_unlock(&r->mu);
+    if (!on) {
+        reap_queued(v);
+        free(r->ino);
+        r->ino = NULL;
     }
+    return 0;
 }
 
 void vfs_maybe_reap(vfs *v, uint64_t ino)

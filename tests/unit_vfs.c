@@ -481,6 +481,46 @@ START_TEST(test_read_pieces)
 }
 END_TEST
 
+/* With reaps later (as the daemon runs), a forgotten unlinked inode waits
+** for vfs_reap_pending; a full queue is deleted by the forget that fills
+** it; turning reaps later off deletes what waits. */
+START_TEST(test_reap_later)
+{
+    struct fx f;
+    fx_open(&f);
+    ck_assert_int_eq(vfs_reap_later(f.v, 1), 0);
+    /* put_file keeps create's kernel reference; remove, then forget it. */
+    uint64_t a = put_file(&f, &user_cred, ROOT, "a", "x", 1, 0);
+    ck_assert_int_eq(ops(ROOT)->remove(f.v, ROOT, "a", 0), 0);
+    ops(a)->forget(f.v, a, 1);
+    ck_assert_int_eq(attr_rc(&f, a), 0); /* waiting */
+    vfs_reap_pending(f.v);
+    ck_assert_int_eq(attr_rc(&f, a), -ENOENT);
+    uint64_t ino[VFS_REAP_BATCH];
+    for (int i = 0; i < VFS_REAP_BATCH; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "f%d", i);
+        ino[i] = put_file(&f, &user_cred, ROOT, name, "x", 1, 0);
+        ck_assert_int_eq(ops(ROOT)->remove(f.v, ROOT, name, 0), 0);
+        ops(ino[i])->forget(f.v, ino[i], 1);
+        ck_assert_int_eq(attr_rc(&f, ino[i]), i + 1 < VFS_REAP_BATCH ? 0 : -ENOENT);
+    }
+    ck_assert_int_eq(attr_rc(&f, ino[0]), -ENOENT); /* the last forget took them all */
+    uint64_t b = put_file(&f, &user_cred, ROOT, "b", "x", 1, 0);
+    ck_assert_int_eq(ops(ROOT)->remove(f.v, ROOT, "b", 0), 0);
+    ops(b)->forget(f.v, b, 1);
+    ck_assert_int_eq(attr_rc(&f, b), 0);
+    ck_assert_int_eq(vfs_reap_later(f.v, 0), 0);
+    ck_assert_int_eq(attr_rc(&f, b), -ENOENT);
+    /* Off: at once again. */
+    uint64_t c = put_file(&f, &user_cred, ROOT, "c", "x", 1, 0);
+    ck_assert_int_eq(ops(ROOT)->remove(f.v, ROOT, "c", 0), 0);
+    ops(c)->forget(f.v, c, 1);
+    ck_assert_int_eq(attr_rc(&f, c), -ENOENT);
+    fx_close(&f);
+}
+END_TEST
+
 START_TEST(test_unlink_open_file)
 {
     struct fx f;
@@ -1339,6 +1379,7 @@ int main(void)
         test_write_read_back,
         test_read_drops_behind,
         test_read_pieces,
+        test_reap_later,
         test_unlink_open_file,
         test_rename,
         test_link_count,
