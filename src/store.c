@@ -576,11 +576,10 @@ int store_verify_block(struct store *st, const struct fsm_chunk *c, void *dst)
     return load_block(st, c, dst);
 }
 
-/* Decode c's block, claimed by the caller (bcache_get_claim), into the
-** cache (cold: as the first to go), first copying [off, off + len) of it to
-** dst unless dst is NULL. */
-static int fill_cache(struct store *st, const struct fsm_chunk *c, uint64_t key,
-                      size_t off, size_t len, void *dst, int cold)
+/* Decode c's block, claimed by the caller, into a new buffer (bbuf.h); on
+** failure the claim ends. */
+static int decode_claimed(struct store *st, const struct fsm_chunk *c, uint64_t key,
+                          uint8_t **out)
 {
     uint8_t *buf = bbuf_alloc(c->raw_len);
     int rc = buf ? load_block(st, c, buf) : -ENOMEM;
@@ -589,6 +588,18 @@ static int fill_cache(struct store *st, const struct fsm_chunk *c, uint64_t key,
         bcache_unclaim(st->cache, key);
         return rc;
     }
+    *out = buf;
+    return 0;
+}
+
+/* Decode c's block, claimed by the caller (bcache_get_claim), into the
+** cache (cold: as the first to go), first copying [off, off + len) of it to
+** dst unless dst is NULL. */
+static int fill_cache(struct store *st, const struct fsm_chunk *c, uint64_t key,
+                      size_t off, size_t len, void *dst, int cold)
+{
+    uint8_t *buf;
+    CK_TRY(decode_claimed(st, c, key, &buf));
     if (dst) memcpy(dst, buf + off, len);
     bcache_put(st->cache, key, buf, c->raw_len, cold);
     return 0;
@@ -669,13 +680,8 @@ static int pin_block(struct store *st, const struct fsm_chunk *c, size_t off, si
     uint64_t key = bcache_key(c->pack, c->off);
     *pin = NULL;
     if (bcache_pin_claim(st->cache, key, off, len, at, pin) == BCACHE_HIT) return 0;
-    uint8_t *buf = bbuf_alloc(c->raw_len);
-    int rc = buf ? load_block(st, c, buf) : -ENOMEM;
-    if (rc < 0) {
-        bbuf_free(buf);
-        bcache_unclaim(st->cache, key);
-        return rc;
-    }
+    uint8_t *buf;
+    CK_TRY(decode_claimed(st, c, key, &buf));
     if ((*pin = bcache_put_pin(st->cache, key, buf, c->raw_len)) != NULL) {
         *at = buf + off;
         return 0;
