@@ -737,9 +737,10 @@ static int iov_add(struct store_iov *out, const void *p, size_t len, void *pin)
 }
 
 /* Fill out with [off, off + len) of ext; -ENOSPC when it takes more pieces
-** than out holds. */
+** than out holds. With copy, every block is copied into buf: pieces of buf
+** only, which merge into one. */
 static int read_pieces(struct store *st, const struct fsm_extent *ext, size_t next,
-                       uint8_t *buf, size_t len, uint64_t off, struct store_iov *out)
+                       uint8_t *buf, size_t len, uint64_t off, int copy, struct store_iov *out)
 {
     uint64_t end = off + len, done = off; /* [off, done) is in out */
     for (size_t i = extmap_first_after(ext, next, off); i < next && ext[i].file_off < end; i++) {
@@ -752,8 +753,9 @@ static int read_pieces(struct store *st, const struct fsm_extent *ext, size_t ne
             CK_TRY(iov_add(out, buf + (done - off), a - done, NULL));
         }
         const uint8_t *at = buf + (a - off);
-        void *pin;
-        CK_TRY(pin_block(st, &e->c, a - e->file_off, b - a, buf + (a - off), &at, &pin));
+        void *pin = NULL;
+        CK_TRY(copy ? store_read_block(st, &e->c, a - e->file_off, b - a, buf + (a - off))
+                    : pin_block(st, &e->c, a - e->file_off, b - a, buf + (a - off), &at, &pin));
         int rc = iov_add(out, at, b - a, pin);
         if (rc < 0 && pin) bcache_unpin(st->cache, pin);
         CK_TRY(rc);
@@ -770,7 +772,7 @@ int store_read_iov(struct store *st, const struct fsm_extent *ext, size_t next, 
                    size_t len, uint64_t off, struct store_iov *out)
 {
     *out = (struct store_iov){.cache = st->cache};
-    int rc = read_pieces(st, ext, next, buf, len, off, out);
+    int rc = read_pieces(st, ext, next, buf, len, off, 0, out);
     if (rc == 0) return 0;
     store_iov_release(out);
     if (rc != -ENOSPC) return rc;
@@ -782,20 +784,8 @@ int store_read_iov(struct store *st, const struct fsm_extent *ext, size_t next, 
 int store_read_range(struct store *st, const struct fsm_extent *ext, size_t next,
                      void *dst, size_t len, uint64_t off)
 {
-    uint8_t *buf = dst;
-    uint64_t end = off + len, done = off; /* [off, done) is filled */
-    for (size_t i = extmap_first_after(ext, next, off); i < next && ext[i].file_off < end; i++) {
-        const struct fsm_extent *e = &ext[i];
-        if (e->c.raw_len == 0) continue; /* a hole: zeros */
-        uint64_t a = CK_MAX(off, e->file_off);
-        uint64_t b = CK_MIN(end, e->file_off + e->c.raw_len);
-        if (a >= b) continue;
-        if (a > done) memset(buf + (done - off), 0, a - done);
-        CK_TRY(store_read_block(st, &e->c, a - e->file_off, b - a, buf + (a - off)));
-        done = CK_MAX(done, b);
-    }
-    if (end > done) memset(buf + (done - off), 0, end - done);
-    return 0;
+    struct store_iov v = {.cache = st->cache};
+    return read_pieces(st, ext, next, dst, len, off, 1, &v); /* one piece: dst */
 }
 
 static int by_name(const void *a, const void *b)
