@@ -434,21 +434,8 @@ int tc_needs_base(const uint8_t *src, size_t len)
     return len >= 1 && src[0] != TC_STANDALONE;
 }
 
-/* Read w planes of cnt values each into s (stride stride). */
-static long get_planes(const uint8_t *src, size_t avail, uint8_t *s, size_t stride,
-                       size_t cnt, unsigned w)
-{
-    size_t off = 0;
-    for (unsigned k = 0; k < w; k++) {
-        long r = bstream_get(src + off, avail - off, s + k * stride, cnt);
-        if (r < 0) return r;
-        off += (size_t)r;
-    }
-    return (long)off;
-}
-
-/* The w planes of a dense body of cnt values: pl[k] is plane k, where it is
-** stored when raw, else decoded into s + k * stride. */
+/* The w planes of cnt values each: pl[k] is plane k, where it is stored
+** when raw, else decoded into s + k * stride. */
 static long view_planes(const uint8_t *src, size_t avail, uint8_t *s, size_t stride,
                         size_t cnt, unsigned w, const uint8_t **pl)
 {
@@ -459,6 +446,18 @@ static long view_planes(const uint8_t *src, size_t avail, uint8_t *s, size_t str
         off += (size_t)r;
     }
     return (long)off;
+}
+
+/* Read w planes of cnt values each into s (stride stride): for bodies
+** rearranged in place there (sparse, grouped). */
+static long get_planes(const uint8_t *src, size_t avail, uint8_t *s, size_t stride,
+                       size_t cnt, unsigned w)
+{
+    const uint8_t *pl[8];
+    long r = view_planes(src, avail, s, stride, cnt, w, pl);
+    for (unsigned k = 0; r >= 0 && k < w; k++)
+        if (pl[k] != s + k * stride) memcpy(s + k * stride, pl[k], cnt);
+    return r;
 }
 
 /* A dense or sparse body of cnt values into planes s (stride stride), mask
