@@ -326,7 +326,7 @@ static int serve(struct fuse_session *se, struct fuse_cmdline_opts *o, struct st
     committer *cm = NULL;
     if (rc == 0 && rw && (rc = committer_start(st->meta, vfs_reap_pending, fs->v, &cm)) < 0)
         ck_log(CK_LOG_ERR, "cannot start the group committer: %s", strerror(-rc));
-    if (cm && vfs_reap_later(fs->v, 1) < 0) ck_log(CK_LOG_WARN, "unlinked files deleted one by one");
+    if (cm) vfs_reap_later(fs->v, 1);
     if (rc == 0) {
         if (rw) start_helpers(st, fs, bo, &b, &c);
         struct fuse_loop_config *lc = fuse_loop_cfg_create();

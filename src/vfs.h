@@ -52,7 +52,7 @@ void vfs_destroy(vfs *v);
 ** then on. A crash loses only the queue: the next mount purges inodes left
 ** with no link. */
 #define VFS_REAP_BATCH 256
-int vfs_reap_later(vfs *v, int on);
+void vfs_reap_later(vfs *v, int on);
 void vfs_reap_pending(void *v);
 /* Bring back file bodies a crash left in STORE/staging (before serving). */
 int vfs_recover(vfs *v);

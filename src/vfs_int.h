@@ -27,8 +27,8 @@ struct vfs {
     struct vfs_opts o;
     struct vfs_reaps {  /* unlinked inodes forgotten, to delete (vfs_reap_later) */
         pthread_mutex_t mu;
-        uint64_t *ino;
-        size_t n, cap;
+        uint64_t ino[VFS_REAP_BATCH];
+        size_t n;
         int later;
     } reaps;
 };

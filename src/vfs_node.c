@@ -66,19 +66,13 @@ void vfs_reap_pending(void *ctx)
     reap_queued(ctx);
 }
 
-int vfs_reap_later(vfs *v, int on)
+void vfs_reap_later(vfs *v, int on)
 {
     struct vfs_reaps *r = &v->reaps;
-    if (on && !r->ino && !(r->ino = malloc(VFS_REAP_BATCH * sizeof *r->ino))) return -ENOMEM;
     pthread_mutex_lock(&r->mu);
     r->later = on;
     pthread_mutex_unlock(&r->mu);
-    if (!on) {
-        reap_queued(v);
-        free(r->ino);
-        r->ino = NULL;
-    }
-    return 0;
+    if (!on) reap_queued(v);
 }
 
 void vfs_maybe_reap(vfs *v, uint64_t ino)
