@@ -12,25 +12,25 @@
 #include <string.h>
 
 /* Delete inodes ino[0..n) that have no link left, in one transaction, and
-** their staging files. A failure leaves them all to the next mount's purge. */
+** their staging files. A failed transaction leaves the inodes to the next
+** mount's purge; their staging files go anyway, or that mount's recovery
+** would bring the bodies of unlinked files back under /lost+found. */
 static void reap_all(vfs *v, const uint64_t *ino, size_t n)
 {
     fsmeta *m = v->st->meta;
-    uint8_t gone[VFS_REAP_BATCH];
+    uint8_t gone[VFS_REAP_BATCH] = {0};
     int rc = fsmeta_begin(m, 0);
     if (rc == 0) {
-        for (size_t i = 0; rc == 0 && i < n; i++) {
+        for (size_t i = 0; i < n; i++) {
             struct fsm_attr a;
             gone[i] = fsmeta_getattr(m, ino[i], &a) == 0 && a.nlink == 0;
-            if (gone[i]) rc = fsmeta_rminode(m, ino[i]);
+            if (gone[i] && rc == 0) rc = fsmeta_rminode(m, ino[i]);
         }
         rc = fsmeta_end(m, rc);
     }
-    if (rc < 0) {
+    if (rc < 0)
         ck_log(CK_LOG_WARN, "%zu unlinked inodes: delete failed (%s); purged at next mount", n,
                strerror(-rc));
-        return;
-    }
     for (size_t i = 0; i < n; i++)
         if (gone[i]) store_stage_remove(v->st, ino[i]);
 }
