@@ -100,8 +100,10 @@ START_TEST(test_take)
 END_TEST
 
 /* A pinned block's bytes stay in place while the cache evicts it, replaces
-** it or is asked to give it away; the last unpin frees them (run under
-** ASan in the fuzz build, a use after free would show). */
+** it or is asked to give it away; the last unpin frees them. Were an
+** evicted pinned block freed, the next buffer of its size would reuse it
+** (its bytes checked after that allocation) and its unpin would free it
+** twice, which bbuf stops with an abort. */
 START_TEST(test_pins)
 {
     bcache *c;

@@ -155,6 +155,17 @@ static uint64_t put_file(struct fx *f, const struct cred *c, uint64_t parent, co
     return ino;
 }
 
+/* A committed file of n random bytes (seed) in the root, the kernel's
+** reference given back: its contents (the caller frees them), *ino set. */
+static uint8_t *put_random(struct fx *f, const char *name, size_t n, uint64_t seed,
+                           uint64_t *ino)
+{
+    uint8_t *ref = ut_xmalloc(n);
+    ut_fill_random(ref, n, seed);
+    *ino = put_file(f, &user_cred, ROOT, name, ref, n, 1);
+    return ref;
+}
+
 /* Read ino whole through a new read-only handle; check it is ref[0..len). */
 static void check_file(struct fx *f, uint64_t ino, const uint8_t *ref, size_t len)
 {
@@ -360,9 +371,8 @@ START_TEST(test_write_read_back)
     struct fx f;
     fx_open(&f);
     const size_t N = 3 * BS + 12345;
-    uint8_t *ref = ut_xmalloc(N);
-    ut_fill_random(ref, N, 7);
-    uint64_t ino = put_file(&f, &user_cred, ROOT, "data.bin", ref, N, 1);
+    uint64_t ino;
+    uint8_t *ref = put_random(&f, "data.bin", N, 7, &ino);
     struct stat sb = attr(&f, ino);
     ck_assert_int_eq(sb.st_size, (off_t)N);
     ck_assert_uint_eq(sb.st_mode, S_IFREG | 0644);
@@ -413,9 +423,9 @@ START_TEST(test_read_drops_behind)
     struct fx f;
     fx_open(&f);
     const size_t N = 12 * BS;
-    uint8_t *ref = ut_xmalloc(N), *buf = ut_xmalloc(BS);
-    ut_fill_random(ref, N, 9);
-    uint64_t ino = put_file(&f, &user_cred, ROOT, "seq.bin", ref, N, 1);
+    uint64_t ino;
+    uint8_t *ref = put_random(&f, "seq.bin", N, 9, &ino);
+    uint8_t *buf = ut_xmalloc(BS);
     fx_close(&f);
     fx_start(&f); /* an empty cache, which holds 16 blocks */
     struct vfs_open o;
@@ -446,9 +456,9 @@ START_TEST(test_read_pieces)
     struct fx f;
     fx_open(&f);
     const size_t N = 10 * BS + 100;
-    uint8_t *ref = ut_xmalloc(N), *buf = ut_xmalloc(N);
-    ut_fill_random(ref, N, 11);
-    uint64_t ino = put_file(&f, &user_cred, ROOT, "pieces.bin", ref, N, 1);
+    uint64_t ino;
+    uint8_t *ref = put_random(&f, "pieces.bin", N, 11, &ino);
+    uint8_t *buf = ut_xmalloc(N);
     struct vfs_open o;
     ck_assert_int_eq(ops(ino)->open(f.v, ino, O_RDONLY, &o), 0);
     struct store_iov r;
@@ -526,9 +536,8 @@ START_TEST(test_unlink_open_file)
     struct fx f;
     fx_open(&f);
     const size_t N = 2 * BS + 77;
-    uint8_t *ref = ut_xmalloc(N);
-    ut_fill_random(ref, N, 9);
-    uint64_t ino = put_file(&f, &user_cred, ROOT, "doomed", ref, N, 1);
+    uint64_t ino;
+    uint8_t *ref = put_random(&f, "doomed", N, 9, &ino);
 
     /* The kernel looks it up and opens it; then it is unlinked. */
     struct stat sb;
@@ -863,9 +872,8 @@ START_TEST(test_history_view_readonly)
     struct fx f;
     fx_open(&f);
     const size_t N = BS + 999;
-    uint8_t *ref = ut_xmalloc(N);
-    ut_fill_random(ref, N, 21);
-    uint64_t file = put_file(&f, &user_cred, ROOT, "ck.bin", ref, N, 1);
+    uint64_t file;
+    uint8_t *ref = put_random(&f, "ck.bin", N, 21, &file);
 
     struct stat sb;
     int64_t view = lookup_keep(&f, ROOT, HVIEW_NAME, &sb);
