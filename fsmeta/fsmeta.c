@@ -247,7 +247,7 @@ static int prepare_all(fsmeta *m)
                                     &m->st[i], NULL);
         if (rc != SQLITE_OK) {
             if (m->readonly)
-                ck_log(CK_LOG_ERR, "store metadata predates format 6: mount it "
+                ck_log(CK_LOG_ERR, "store metadata predates format 7: mount it "
                        "read-write once to upgrade it");
             return sql_err(m, rc);
         }
@@ -1072,6 +1072,17 @@ static int reverse_add(fsmeta *m, const struct fsm_chunk *c)
     return run(m, s);
 }
 
+/* Queue c, if a writer stored it raw, for compression (fsmeta_reverse.c). */
+static int compress_add(fsmeta *m, const struct fsm_chunk *c)
+{
+    if (!(c->pred.flags & FSM_PRED_RAW)) return 0;
+    sqlite3_stmt *s = stmt(m, S_CPINS);
+    int64_t v[] = {(int64_t)c->id, c->pred.width, c->pred.flags, (int64_t)c->pred.narrow,
+                   c->pred.narrow_off};
+    for (int i = 0; i < 5; i++) bind_i64(s, i + 1, v[i]);
+    return run(m, s);
+}
+
 
 /* A new version of ino holding ext[0..n): chunks referenced before the
 ** provisional version it replaces (if any) is released, so a chunk kept by
@@ -1086,6 +1097,7 @@ static int put_version(fsmeta *m, uint64_t ino, struct fsm_extent *ext, size_t n
         if (ext[i].c.id == 0) {
             CK_TRY(add_chunk_held(m, &ext[i].c));
             CK_TRY(reverse_add(m, &ext[i].c));
+            CK_TRY(compress_add(m, &ext[i].c));
         } else {
             CK_TRY(fsm_chunk_ref(m, ext[i].c.id, 1));
         }
@@ -1176,7 +1188,8 @@ int fsmeta_stats(fsmeta *m, struct fsm_stats *st)
         "(SELECT count(*) FROM chunk WHERE refs>0 AND base<>0),"
         "(SELECT count(*) FROM version WHERE state<>2),"
         "(SELECT coalesce(sum(size),0) FROM version WHERE state<>2),"
-        "(SELECT count(*) FROM reverse_todo)";
+        "(SELECT count(*) FROM reverse_todo),"
+        "(SELECT count(*) FROM compress_todo)";
     lock(m);
     sqlite3_stmt *s = NULL;
     int rc = sqlite3_prepare_v2(m->db, q, -1, &s, NULL);
@@ -1194,6 +1207,7 @@ int fsmeta_stats(fsmeta *m, struct fsm_stats *st)
         st->versions = (uint64_t)sqlite3_column_int64(s, 8);
         st->version_bytes = (uint64_t)sqlite3_column_int64(s, 9);
         st->reverse_waiting = (uint64_t)sqlite3_column_int64(s, 10);
+        st->raw_waiting = (uint64_t)sqlite3_column_int64(s, 11);
         rc = 0;
     } else {
         rc = sql_err(m, rc);

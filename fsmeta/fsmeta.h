@@ -48,16 +48,20 @@ struct fsm_chunk {
     uint64_t base;  /* chunk this is a delta against; 0: a keyframe */
     uint32_t depth; /* deltas between this chunk and its keyframe */
     uint64_t chain; /* stored bytes read to rebuild it, its own included */
-    /* A new block's predecessor, to be re-encoded against it (reverse.h):
-    ** written with the chunk's first commit, not a column of its row. */
+    /* A new block's predecessor, to be re-encoded against it (reverse.h),
+    ** and for a block stored raw how to compress it later (compress.h):
+    ** written with the chunk's first commit, not columns of its row. */
     struct fsm_pred {
         uint64_t older;   /* chunk id; 0: none */
         uint8_t width;    /* bytes per element */
         uint8_t flags;    /* FSM_PRED_* */
+        uint64_t narrow;  /* FSM_PRED_RAW: the bf16 block of fp32 masters; 0 none */
+        uint32_t narrow_off;
     } pred;
 };
 #define FSM_PRED_FLOAT 1
 #define FSM_PRED_PLAIN 2
+#define FSM_PRED_RAW 4 /* stored raw by a writer: queued for compression */
 
 /* A tensor of a file's committed content (see src/fmt.h). */
 #define FSM_TNAME_MAX 256
@@ -81,6 +85,7 @@ struct fsm_stats {
     uint64_t chunks;
     uint64_t delta_chunks;  /* chunks stored as deltas against a base */
     uint64_t reverse_waiting; /* blocks waiting to become reverse deltas */
+    uint64_t raw_waiting;     /* blocks stored raw, waiting to be compressed */
 };
 
 /* SQLite's application_id of a ckptfs meta.db: "CKPT". */
@@ -373,6 +378,21 @@ int fsmeta_reverse_next(fsmeta *m, size_t max, struct fsm_rpair **out, size_t *n
 int fsmeta_reverse_done(fsmeta *m, const uint64_t *newer, size_t n);
 /* Pairs waiting. */
 int fsmeta_reverse_count(fsmeta *m, uint64_t *n);
+/* A block stored raw, waiting to be compressed: c (live), with the
+** encoder's hints and, when narrow.id is not 0, the bf16 block its fp32
+** values are coded against. */
+struct fsm_rawblock {
+    struct fsm_chunk c, narrow;
+    uint8_t width, flags;
+    uint32_t narrow_off;
+};
+/* Up to max raw blocks, oldest first (*out malloc'd). */
+int fsmeta_compress_next(fsmeta *m, size_t max, struct fsm_rawblock **out, size_t *n);
+/* Drop the rows of chunk[0..n) (compressed, or left raw) and those of dead
+** blocks. */
+int fsmeta_compress_done(fsmeta *m, const uint64_t *chunk, size_t n);
+/* Raw blocks waiting, dead ones included until the next fsmeta_compress_done. */
+int fsmeta_compress_count(fsmeta *m, uint64_t *n);
 
 /* A number that changes when another connection (ckptctl prune beside a
 ** mount) commits to meta.db. */

@@ -1,5 +1,6 @@
 /*
-** fsmeta_reverse.c: the queue of reverse deltas (see fsmeta.h, reverse.h).
+** fsmeta_reverse.c: the queues of background re-encoding (see fsmeta.h):
+** reverse deltas (reverse.h) and blocks stored raw (compress.h).
 **
 ** A commit that adds a block with a predecessor (the same block of the
 ** version before) queues the pair; the background re-encodes the older
@@ -7,6 +8,10 @@
 ** unchanged when the older block must stay a keyframe. Pairs whose blocks
 ** died (pruned, or replaced by a lossy re-encoding), or belong to versions
 ** under a lossy policy, are dropped.
+**
+** A commit that adds a block a writer stored raw (the encoder was behind)
+** queues it with its encoder's hints; the background compresses it and
+** drops the row. Rows of dead blocks are dropped.
 */
 #include "fsmeta_int.h"
 
@@ -31,6 +36,16 @@ const char *const fsm_reverse_sql[S_COUNT] = {
                   "NOT EXISTS (SELECT 1 FROM chunk WHERE id=older AND refs>0) OR "
                   LOSSY("older") " OR " LOSSY("newer"),
     [S_RVCOUNT] = "SELECT count(*) FROM reverse_todo",
+    [S_CPINS] = "INSERT OR IGNORE INTO compress_todo(chunk,width,flags,narrow,narrow_off) "
+                "VALUES(?1,?2,?3,?4,?5)",
+    [S_CPNEXT] = "SELECT " CHUNK_COLS("c") "," CHUNK_COLS("n") ",t.width,t.flags,t.narrow_off "
+                 "FROM compress_todo t JOIN chunk c ON c.id=t.chunk "
+                 "LEFT JOIN chunk n ON n.id=t.narrow AND n.refs>0 "
+                 "WHERE c.refs>0 ORDER BY t.chunk LIMIT ?1",
+    [S_CPDONE] = "DELETE FROM compress_todo WHERE chunk=?1",
+    [S_CPPURGE] = "DELETE FROM compress_todo WHERE "
+                  "NOT EXISTS (SELECT 1 FROM chunk WHERE id=compress_todo.chunk AND refs>0)",
+    [S_CPCOUNT] = "SELECT count(*) FROM compress_todo",
 };
 
 static void pair_row(sqlite3_stmt *s, void *dst)
@@ -64,4 +79,38 @@ int fsmeta_reverse_done(fsmeta *m, const uint64_t *newer, size_t n)
 int fsmeta_reverse_count(fsmeta *m, uint64_t *n)
 {
     return fsm_scalar(m, S_RVCOUNT, 0, 0, (int64_t *)n);
+}
+
+static void raw_row(sqlite3_stmt *s, void *dst)
+{
+    struct fsm_rawblock *r = dst;
+    read_chunk(s, 0, &r->c);
+    read_chunk(s, 10, &r->narrow); /* NULLs (no narrow block) read as id 0 */
+    r->width = (uint8_t)sqlite3_column_int64(s, 20);
+    r->flags = (uint8_t)sqlite3_column_int64(s, 21);
+    r->narrow_off = (uint32_t)sqlite3_column_int64(s, 22);
+}
+
+int fsmeta_compress_next(fsmeta *m, size_t max, struct fsm_rawblock **out, size_t *n)
+{
+    lock(m);
+    sqlite3_stmt *s = stmt(m, S_CPNEXT);
+    bind_i64(s, 1, (int64_t)max);
+    int rc = fsm_collect(m, s, sizeof **out, raw_row, (void **)out, n);
+    unlock(m);
+    return rc;
+}
+
+int fsmeta_compress_done(fsmeta *m, const uint64_t *chunk, size_t n)
+{
+    CK_TRY(fsmeta_begin(m, 0));
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < n; i++) rc = run_id(m, S_CPDONE, chunk[i]);
+    if (rc == 0) rc = run(m, stmt(m, S_CPPURGE));
+    return fsmeta_end(m, rc);
+}
+
+int fsmeta_compress_count(fsmeta *m, uint64_t *n)
+{
+    return fsm_scalar(m, S_CPCOUNT, 0, 0, (int64_t *)n);
 }

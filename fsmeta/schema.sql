@@ -85,6 +85,18 @@ CREATE TABLE IF NOT EXISTS reverse_todo (
     flags   INTEGER NOT NULL
 );
 
+-- Blocks a writer stored raw because the encoder was behind it (format 7,
+-- src/compress.h): the background compresses each one, swaps the new
+-- record in, and drops the row. width and flags as in reverse_todo; narrow
+-- is the bf16 model block an fp32 master block is coded against.
+CREATE TABLE IF NOT EXISTS compress_todo (
+    chunk      INTEGER PRIMARY KEY,     -- chunk.id of the raw block
+    width      INTEGER NOT NULL,
+    flags      INTEGER NOT NULL,
+    narrow     INTEGER NOT NULL,        -- chunk.id, 0: none
+    narrow_off INTEGER NOT NULL         -- element of narrow where the block starts
+);
+
 -- Tensors of each version's content, as the format parser found them: the
 -- next version of the file (or of its family) deltas against the current
 -- version's, and a lossy policy re-encodes old versions tensor by tensor.

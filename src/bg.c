@@ -3,6 +3,7 @@
 */
 #include "bg.h"
 #include "common.h"
+#include "compress.h"
 #include "recode.h"
 #include "reverse.h"
 
@@ -17,6 +18,7 @@
 #define BG_TICK 2 /* seconds between looks at what is due */
 #define BG_RECODE_BATCH 4 /* versions re-encoded between two looks at the rest */
 #define BG_REVERSE_BATCH 256 /* blocks made reverse deltas between two looks */
+#define BG_COMPRESS_BATCH 256 /* raw blocks compressed between two looks */
 /* After this long without anything making garbage, the store is quiet: a
 ** run then rewrites packs up to BG_QUIET_THRESHOLD live, so a settled
 ** store's disk use comes close to its stored bytes, paid while nobody
@@ -123,6 +125,22 @@ static int reverse_once(struct bg *b)
     return rc > 0;
 }
 
+/* Blocks writers stored raw, compressed (compress.h), a batch at a time;
+** 1 if more are waiting. */
+static int compress_once(struct bg *b)
+{
+    struct compress_stats s = {0};
+    int rc = compress_pending(b->st, &b->stop, BG_COMPRESS_BATCH, &s);
+    if (rc < 0) ck_log(CK_LOG_ERR, "compressing raw blocks: %s", strerror(-rc));
+    if (s.compressed) {
+        ck_log(CK_LOG_DEBUG, "compressed %llu of %llu raw blocks, %llu -> %llu bytes",
+               (unsigned long long)s.compressed, (unsigned long long)s.blocks,
+               (unsigned long long)s.before, (unsigned long long)s.after);
+        gc_due(b);
+    }
+    return rc > 0;
+}
+
 /* Commits here, or anything another connection wrote, may have made garbage. */
 static void watch_changes(struct bg *b)
 {
@@ -216,7 +234,8 @@ static void backup_once(struct bg *b)
 static int tick(struct bg *b)
 {
     if (recode_once(b)) b->next_gc = 0; /* reclaim what it replaced before going on */
-    int more = reverse_once(b);
+    int more = compress_once(b); /* the newest first: reverse deltas read it */
+    more |= reverse_once(b);
     time_t now = time(NULL);
     if (now >= b->next_retain) {
         retain_once(b);

@@ -145,8 +145,9 @@ static void usage(const char *prog)
            "    -o cache_mib=N       decoded block cache, MiB (default 64)\n"
            "    -o write_buffer_mib=N written data queued for compression before\n"
            "                         writers wait, MiB (default 64)\n"
-           "    -o spill=1           past the write buffer, blocks wait on disk in\n"
-           "                         STORE/staging instead of the writer (default 0)\n"
+           "    -o spill=0|1         1: past the write buffer, blocks are stored raw\n"
+           "                         and compressed in the background; 0: writers\n"
+           "                         wait for the encoder (default 1)\n"
            "    -o worker_nice=N     nice value of the compression workers, -20..19\n"
            "                         (default 10: the writers come first)\n"
            "    -o reserve_mib=N     free space kept for metadata; writes past it\n"
@@ -486,7 +487,7 @@ int main(int argc, char **argv)
     if (GIVEN(N_BEHIND)) so.behind_bytes = (uint64_t)NUM(N_BEHIND) << 20;
     if (GIVEN(N_BLOCK)) so.block_size = (size_t)NUM(N_BLOCK) << 10;
     so.no_group = GIVEN(N_GROUPS) && NUM(N_GROUPS) == 0;
-    so.spill = GIVEN(N_SPILL) && NUM(N_SPILL) == 1;
+    so.spill = !GIVEN(N_SPILL) || NUM(N_SPILL) == 1;
     so.init_nonempty = cli.init_nonempty;
     struct bg_opts keep = {.keep = {.keep_last = (unsigned)NUM(N_KEEP_LAST),
                                     .keep_every = (unsigned)NUM(N_KEEP_EVERY)},

@@ -51,8 +51,6 @@ struct ifile {
     uint64_t size;         /* current size while not clean */
     int64_t mtime, ctime;  /* times of the last change while not clean */
     int stage_fd;          /* NODE_STAGE */
-    int spill_fd;          /* NODE_STREAM: blocks waiting for a worker on disk
-                              (ingest.c), -1 until the first */
     uint64_t send;         /* NODE_STREAM: bytes appended; [send, size) is a hole */
     uint8_t *tail;         /* NODE_STREAM: bytes after the last full block */
     size_t tail_len, tail_cap;
@@ -92,7 +90,7 @@ static void passed_put(struct passed *p)
 static void ifile_init(struct node *node)
 {
     struct ifile *n = ifile_of(node);
-    n->stage_fd = n->spill_fd = -1;
+    n->stage_fd = -1;
     pthread_mutex_init(&n->mu, NULL);
     pthread_mutex_init(&n->cmu, NULL);
     pthread_cond_init(&n->ccv, NULL);
@@ -102,7 +100,6 @@ static void ifile_fini(struct node *node)
 {
     struct ifile *n = ifile_of(node);
     if (n->stage_fd >= 0) close(n->stage_fd);
-    if (n->spill_fd >= 0) close(n->spill_fd);
     extmap_put(n->map);
     bbuf_free(n->tail);
     cutter_free(n->cut);
@@ -120,65 +117,52 @@ static const struct node_class ifile_class = {sizeof(struct ifile), ifile_init, 
 struct job {
     struct store *st;
     struct ifile *n;
-    uint8_t *raw;       /* NULL: spilled, at file offset spill_off of n->spill_fd */
+    uint8_t *raw;
     size_t len;
     size_t idx;
     struct store_hint h;
-    uint64_t spill_off;
 };
 
-/* A spilled block back in memory (bbuf.h), or NULL with *rc set. */
-static uint8_t *unspill(struct job *j, int *rc)
+/* Store j's block, encoded or (raw) as it is, and put its chunk in place. */
+static void store_job(struct job *j, int raw)
 {
-    uint8_t *raw = bbuf_alloc(j->len);
-    *rc = !raw ? -ENOMEM : ck_pread_full(j->n->spill_fd, raw, j->len, j->spill_off);
-    if (*rc < 0) bbuf_free(raw);
-    return *rc < 0 ? NULL : raw;
-}
-
-static void encode_job(void *arg)
-{
-    struct job *j = arg;
-    struct fsm_extent e = {0};
-    int rc = 0, spilled = j->raw == NULL;
-    if (spilled) j->raw = unspill(j, &rc);
-    if (rc == 0 && ck_is_zero(j->raw, j->len))
-        bbuf_free(j->raw);
-    else if (rc == 0)
-        rc = store_put_block_own(j->st, j->raw, j->len, &j->h, &e.c);
-    if (!spilled) store_queued_add(j->st, -(int64_t)j->len);
+    struct fsm_chunk c = {0}; /* raw_len 0 marks an all-zero block: a hole */
+    int rc = 0;
+    if (ck_is_zero(j->raw, j->len)) bbuf_free(j->raw);
+    else if (raw) rc = store_put_raw(j->st, j->raw, j->len, &j->h, &c);
+    else rc = store_put_block_own(j->st, j->raw, j->len, &j->h, &c);
+    store_queued_add(j->st, -(int64_t)j->len);
     struct ifile *n = j->n;
     pthread_mutex_lock(&n->cmu);
     if (rc < 0 && n->err == 0) n->err = rc;
-    n->pend[j->idx].c = e.c; /* raw_len 0 marks an all-zero block: a hole */
+    n->pend[j->idx].c = c;
     n->inflight--;
     pthread_cond_broadcast(&n->ccv);
     pthread_mutex_unlock(&n->cmu);
     free(j);
 }
 
+static void encode_job(void *arg) { store_job(arg, 0); }
+
 static void hint_for(struct ingest *ig, struct ifile *n, const uint8_t *raw, uint64_t off,
                      size_t len, struct store_hint *h);
-static int spill(struct ingest *ig, struct ifile *n, struct job *j, uint64_t off);
 static int commit_locked(struct ingest *ig, struct ifile *n, int durable, int final);
 
-/* The write buffer is full (-o spill): rather than make the writer wait
-** for the encoder, put the block in the node's spill file (through the
-** page cache) and queue it at no cost; a worker reads it back when its turn
-** comes. Memory stays bounded by the buffer; the disk holds the backlog.
-** Off by default: the raw bytes cross the page cache twice more, which
-** only pays when the writer has an idle core to gain. */
-static int spill(struct ingest *ig, struct ifile *n, struct job *j, uint64_t off)
+/* Hand j to the workers. When the write buffer is full (-o spill), rather
+** than make the writer wait for the encoder, store the block raw here,
+** through the page cache as a native save goes, for the background to
+** compress (compress.h): memory stays bounded by the buffer, and the disk
+** holds the backlog. A disk too full for raw bytes makes the writer wait. */
+static void hand_over(struct store *st, struct job *j)
 {
-    struct store *st = ig->st;
-    if (n->spill_fd < 0) n->spill_fd = store_spill_open(st);
-    if (n->spill_fd < 0 || ck_pwrite_full(n->spill_fd, j->raw, j->len, off) < 0) return -1;
-    store_queued_add(st, -(int64_t)j->len);
-    bbuf_free(j->raw);
-    j->raw = NULL;
-    j->spill_off = off;
-    if (pool_submit(st->workers, encode_job, j, 0) < 0) encode_job(j); /* stopping */
-    return 0;
+    int rc = st->o.spill ? pool_try_submit(st->workers, encode_job, j, j->len)
+                         : pool_submit(st->workers, encode_job, j, j->len);
+    if (rc == -EAGAIN && store_space(st, j->len) == 0) {
+        store_job(j, 1);
+        return;
+    }
+    if (rc == -EAGAIN) rc = pool_submit(st->workers, encode_job, j, j->len);
+    if (rc < 0) encode_job(j); /* pool stopping: encode here */
 }
 
 /* Queue raw (bbuf.h, ownership passes) as the block at file offset off,
@@ -198,7 +182,7 @@ static int submit_block(struct ingest *ig, struct ifile *n, uint8_t *raw, size_t
     }
     int ok = j && n->npend < n->pend_cap;
     if (ok) {
-        *j = (struct job){st, n, raw, len, n->npend, h, 0};
+        *j = (struct job){st, n, raw, len, n->npend, h};
         n->pend[n->npend++] = (struct fsm_extent){.file_off = off};
         n->inflight++;
     }
@@ -209,11 +193,7 @@ static int submit_block(struct ingest *ig, struct ifile *n, uint8_t *raw, size_t
         return -ENOMEM;
     }
     store_queued_add(st, (int64_t)len);
-    int rc = st->o.spill ? pool_try_submit(st->workers, encode_job, j, len)
-                         : pool_submit(st->workers, encode_job, j, len);
-    if (rc == -EAGAIN && spill(ig, n, j, off) == 0) return 0;
-    if (rc == -EAGAIN) rc = pool_submit(st->workers, encode_job, j, len); /* cannot spill */
-    if (rc < 0) encode_job(j); /* pool stopping: encode here */
+    hand_over(st, j);
     return 0;
 }
 
@@ -796,10 +776,6 @@ static void end_write(struct ingest *ig, struct ifile *n, int rc)
 {
     struct store *st = ig->st;
     settle(n);
-    if (n->spill_fd >= 0) { /* unnamed: its blocks are gone with it */
-        close(n->spill_fd);
-        n->spill_fd = -1;
-    }
     if (rc < 0)
         ck_log(CK_LOG_ERR, "inode %llu: commit failed (%s)%s", (unsigned long long)n->node.ino,
                strerror(-rc),

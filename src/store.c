@@ -467,6 +467,24 @@ int store_put_block_own(struct store *st, void *raw, size_t len, const struct st
     return put_block(st, raw, len, h, c, raw);
 }
 
+int store_put_raw(struct store *st, void *raw, size_t len, const struct store_hint *h,
+                  struct fsm_chunk *c)
+{
+    c->pred = (struct fsm_pred){0};
+    if (h && h->has_base && h->pred_only && pred_block(raw, len, h, c, raw)) return 0;
+    struct fsm_pred p = c->pred;
+    p.flags |= FSM_PRED_RAW;
+    if (h) {
+        p.width = (uint8_t)h->width;
+        p.flags |= (h->is_float ? FSM_PRED_FLOAT : 0) | (h->plain ? FSM_PRED_PLAIN : 0);
+        p.narrow = h->has_narrow ? h->narrow.id : 0;
+        p.narrow_off = h->has_narrow ? h->narrow_off : 0;
+    }
+    int rc = append_block(st, CODEC_RAW, NULL, raw, len, raw, len, NULL, KEEP_NONE, c, raw);
+    c->pred = p;
+    return rc;
+}
+
 int store_put_encoded(struct store *st, uint8_t codec, const void *stored, size_t len,
                       const void *raw, size_t raw_len, const struct fsm_chunk *base,
                       struct fsm_chunk *c)
@@ -648,20 +666,6 @@ int store_stage_open(struct store *st, uint64_t ino, int create)
     int flags = O_RDWR | O_CLOEXEC | (create ? O_CREAT | O_TRUNC : 0);
     int fd = openat(st->stagefd, name, flags, 0600);
     return fd < 0 ? -errno : fd;
-}
-
-int store_spill_open(struct store *st)
-{
-    int fd = openat(st->stagefd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-    if (fd >= 0 || (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL))
-        return fd < 0 ? -errno : fd;
-    /* No O_TMPFILE here: a name, unlinked at once. */
-    char name[48];
-    snprintf(name, sizeof name, ".spill-%d-%lld", (int)getpid(), (long long)ck_now_ns());
-    fd = openat(st->stagefd, name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    if (fd < 0) return -errno;
-    unlinkat(st->stagefd, name, 0);
-    return fd;
 }
 
 int store_stage_remove(struct store *st, uint64_t ino)

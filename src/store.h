@@ -45,8 +45,8 @@ struct store_opts {
     uint64_t max_pack_bytes; /* pack size before a new one starts (default 1 GiB) */
     uint64_t behind_bytes;   /* pack write-behind window (default 16 MiB; 0 off) */
     int no_group;            /* tensor deltas never grouped (faster to decode) */
-    int spill;               /* blocks past the write buffer wait on disk
-                                instead of the writer (ingest.c) */
+    int spill;               /* past the write buffer, blocks are stored raw
+                                and compressed in the background (ingest.c) */
     int readonly;            /* tools: no lock, no writes */
     int shared;              /* tools beside a live mount: metadata writable
                                 through SQLite; no lock, packs read-only */
@@ -142,6 +142,14 @@ int store_put_block(struct store *st, const void *raw, size_t len,
 ** cache without copying, or to free), whatever the outcome. */
 int store_put_block_own(struct store *st, void *raw, size_t len, const struct store_hint *h,
                         struct fsm_chunk *c);
+/* Append a block as it is (the encoder is behind the writer: ingest.c),
+** taking over raw (bbuf.h) whatever the outcome; *c's pred carries
+** FSM_PRED_RAW and the encoder's hints, so the commit that first names it
+** queues it for the background to compress (compress.h). A block equal to
+** its predecessor (pred_only) shares its chunk instead, as with
+** store_put_block. */
+int store_put_raw(struct store *st, void *raw, size_t len, const struct store_hint *h,
+                  struct fsm_chunk *c);
 /* Append a block encoded elsewhere (a lossy re-encoding): stored[0..len),
 ** codec id codec, decodes to raw[0..raw_len), against base (NULL: none).
 ** Fills *c (id 0) and caches raw. Not durable until synced. */
@@ -214,8 +222,5 @@ void store_pins_floor(struct store *st, uint32_t *pack, int64_t *since);
 /* Staging file of an inode: open (creating and truncating it with create). */
 int store_stage_open(struct store *st, uint64_t ino, int create);
 int store_stage_remove(struct store *st, uint64_t ino);
-/* An unnamed file in STORE/staging (gone with its last descriptor, crash
-** or not) for blocks written faster than the workers encode them. */
-int store_spill_open(struct store *st);
 
 #endif

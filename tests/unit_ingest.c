@@ -11,6 +11,7 @@
 ** at the final commit; and adopting a staging file left by a crash.
 */
 #include "../src/common.h"
+#include "../src/compress.h"
 #include "../src/fmt.h"
 #include "../src/ingest.h"
 #include "../src/node.h"
@@ -30,8 +31,9 @@ struct fx {
     struct ingest ig;
 };
 
-/* Open the store with free disk kept back for metadata (0: none). */
-static void fx_start_reserve(struct fx *f, uint64_t reserve)
+/* Open the store with free disk kept back for metadata (0: none); with
+** spill, writers the workers cannot keep up with store blocks raw. */
+static void fx_start_with(struct fx *f, uint64_t reserve, int spill)
 {
     struct store_opts o;
     store_default_opts(&o);
@@ -39,12 +41,15 @@ static void fx_start_reserve(struct fx *f, uint64_t reserve)
     o.threads = 2;
     o.cache_bytes = 1 << 20;
     o.reserve_bytes = reserve;
+    o.spill = spill;
+    o.buffer_bytes = spill ? BS : o.buffer_bytes;
     ck_assert_int_eq(store_open(f->dir, &o, &f->st), 0);
     ck_assert_int_eq(store_start(f->st), 0);
     ck_assert_int_eq(node_table_create(&f->nt), 0);
     ingest_init(&f->ig, f->st, f->nt);
 }
 
+static void fx_start_reserve(struct fx *f, uint64_t reserve) { fx_start_with(f, reserve, 0); }
 static void fx_start(struct fx *f) { fx_start_reserve(f, 0); }
 
 static void fx_open(struct fx *f)
@@ -894,6 +899,115 @@ START_TEST(test_parallel_files)
 }
 END_TEST
 
+/* A worker held until the gate opens: the write buffer stays full. */
+struct gate {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int open;
+};
+
+static void gate_job(void *arg)
+{
+    struct gate *g = arg;
+    pthread_mutex_lock(&g->mu);
+    while (!g->open) pthread_cond_wait(&g->cv, &g->mu);
+    pthread_mutex_unlock(&g->mu);
+}
+
+static void gate_open(struct gate *g)
+{
+    pthread_mutex_lock(&g->mu);
+    g->open = 1;
+    pthread_cond_broadcast(&g->cv);
+    pthread_mutex_unlock(&g->mu);
+}
+
+/* Chunks of ino's current version stored raw (codec 0), and all of them. */
+static size_t raw_chunks(struct fx *f, uint64_t ino, size_t *all)
+{
+    struct fsm_version v;
+    struct fsm_extent *e;
+    size_t n, raw = 0;
+    ck_assert_int_eq(fsmeta_version_at(f->st->meta, ino, FSM_SEQ_NOW, &v), 0);
+    ck_assert_int_eq(fsmeta_version_extents(f->st->meta, v.id, &e, &n), 0);
+    for (size_t i = 0; i < n; i++) raw += e[i].c.codec == 0;
+    free(e);
+    *all = n;
+    return raw;
+}
+
+/* Float32 weights that compress, a step of small moves apart per version. */
+static uint8_t *weights(const struct ut_tensor *t, size_t *len, size_t *data, int step)
+{
+    uint8_t *b = ut_safetensors(t, 1, len, data);
+    float *w = (float *)(b + *data);
+    for (size_t i = 0; i < t->bytes / 4; i++)
+        w[i] = (float)((i * 2654435761u) % 256) / 256 + (i % 7 == 0 ? (float)step * 1e-6f : 0);
+    return b;
+}
+
+/* Saves the workers cannot keep up with (-o spill, the write buffer held
+** full) store their blocks raw and never wait; each reads back exact, is
+** queued, and the background compresses it (compress.h) into fewer bytes,
+** still exact, also from a reopened store. The next version's raw blocks
+** pair with their predecessors, which become reverse deltas against them;
+** the newest stays standalone. */
+START_TEST(test_raw_behind)
+{
+    struct fx f;
+    ut_newdir(f.dir);
+    fx_start_with(&f, 0, 1);
+    struct ut_tensor t = {"w", "F32", 4, 12 * BS};
+    size_t len, data, all;
+    uint8_t *v1 = weights(&t, &len, &data, 1), *v2 = weights(&t, &len, &data, 2);
+    uint64_t d1 = fx_mk(&f, FSMETA_ROOT_INO, "checkpoint-1", S_IFDIR | 0755);
+    uint64_t d2 = fx_mk(&f, FSMETA_ROOT_INO, "checkpoint-2", S_IFDIR | 0755);
+    uint64_t i1 = fx_mk(&f, d1, "w.safetensors", S_IFREG | 0644);
+    uint64_t i2 = fx_mk(&f, d2, "w.safetensors", S_IFREG | 0644);
+    struct gate g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
+    ck_assert_int_eq(pool_submit(f.st->workers, gate_job, &g, (size_t)1 << 30), 0); /* fills it */
+
+    struct node *n = pin(&f, i1);
+    stream_file(&f, n, v1, len); /* the workers are held: it would hang if it waited */
+    size_t nraw = raw_chunks(&f, i1, &all);
+    ck_assert_msg(nraw >= 12, "%zu raw of %zu", nraw, all);
+    check_content(&f, n, v1, len);
+    uint64_t waiting = 0;
+    ck_assert_int_eq(fsmeta_compress_count(f.st->meta, &waiting), 0);
+    ck_assert_uint_ge(waiting, 12);
+    uint64_t raw_stored = stored_of(&f, i1);
+    ck_assert_uint_ge(raw_stored, len - data);
+    node_unpin(f.nt, n);
+
+    n = pin(&f, i2);
+    stream_file(&f, n, v2, len);
+    node_unpin(f.nt, n);
+    gate_open(&g);
+    struct compress_stats cs = {0};
+    ck_assert_int_eq(compress_pending(f.st, NULL, 0, &cs), 0);
+    ck_assert_uint_ge(cs.compressed, 24);
+    ck_assert_uint_lt(cs.after, cs.before / 4 * 3);
+    ck_assert_int_eq(fsmeta_compress_count(f.st->meta, &waiting), 0);
+    ck_assert_uint_eq(waiting, 0);
+    ck_assert_uint_le(raw_chunks(&f, i1, &all), 1); /* the 72-byte header gains nothing */
+    ck_assert_uint_le(raw_chunks(&f, i2, &all), 1);
+    ck_assert_uint_lt(stored_of(&f, i1), raw_stored / 4 * 3);
+    ck_assert_uint_ge(reverse_all(&f), 12); /* checkpoint-1 against checkpoint-2 */
+    expect_standalone(&f, i2);
+    ck_assert_uint_lt(stored_of(&f, i1), stored_of(&f, i2) / 2);
+    fx_reopen(&f);
+    n = pin(&f, i1);
+    check_content(&f, n, v1, len);
+    node_unpin(f.nt, n);
+    n = pin(&f, i2);
+    check_content(&f, n, v2, len);
+    node_unpin(f.nt, n);
+    fx_stop(&f);
+    free(v1);
+    free(v2);
+}
+END_TEST
+
 int main(void)
 {
     const TTest *const ingest_tests[] = {
@@ -910,6 +1024,7 @@ int main(void)
         test_enospc_keeps_committed,
         test_parallel_files,
         test_checkpoint_deltas,
+        test_raw_behind,
         NULL,
     };
     return ut_main("ingest", (const struct ut_tcase[]){
