@@ -249,17 +249,24 @@ stats_field()
         python3 -c 'import json, sys; print(json.load(sys.stdin)[sys.argv[1]])' "$1"
 }
 
-# wait_reverse [SECONDS]: wait until the mount has made every block that
-# waits for it a reverse delta (ckptctl stats: reverse_waiting 0).
-wait_reverse()
+# wait_zero FIELD WHAT [SECONDS]: wait until the ckptctl stats FIELD is 0.
+wait_zero()
 {
-    local limit=${1:-120} i=0
-    while [ "$(stats_field reverse_waiting)" != 0 ]; do
+    local limit=${3:-120} i=0
+    while [ "$(stats_field "$1")" != 0 ]; do
         i=$((i + 1))
-        [ "$i" -le $((limit * 4)) ] || fail "reverse deltas still waiting after ${limit}s"
+        [ "$i" -le $((limit * 4)) ] || fail "$2 still waiting after ${limit}s"
         sleep 0.25
     done
 }
+
+# wait_reverse [SECONDS]: wait until the mount has made every block that
+# waits for it a reverse delta (ckptctl stats: reverse_waiting 0).
+wait_reverse() { wait_zero reverse_waiting "reverse deltas" "${1:-120}"; }
+
+# wait_compressed [SECONDS]: wait until the mount has compressed every block
+# a writer stored raw (ckptctl stats: raw_waiting 0).
+wait_compressed() { wait_zero raw_waiting "raw blocks" "${1:-120}"; }
 
 # file_stored PATH: stored bytes of the file at PATH (as in the mount) from
 # `ckptctl stats --json --files $STORE`; fails if the file is not listed.

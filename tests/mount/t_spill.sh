@@ -1,67 +1,96 @@
 #!/bin/bash
-# t_spill.sh: -o spill=1, saves larger than the write buffer while the
-# encoder is slow (-o write_buffer_mib=1,threads=1). Blocks the workers
-# cannot take go to an unnamed spill file in STORE/staging and are encoded
-# from there (ingest.c spill): the writer goes on, memory stays bounded.
+# t_spill.sh: saves larger than the write buffer while the encoder is slow
+# (-o write_buffer_mib=1,threads=1; -o spill=1 is the default). The blocks
+# the workers cannot take are stored raw by the writer, which goes on, and
+# compressed later by the background (src/compress.h).
 #
-#  1. A 96 MiB float32 file and a second version a small step from it
-#     (deltas coded from spilled blocks): both exact through the mount,
-#     again after a remount; fsck and verify clean; the daemon opened a
-#     spill file while saving (seen in /proc/PID/fd).
-#  2. kill -9 while a big save spills: the store mounts again, a file
-#     fsync'd before is exact, fsck and verify are clean, and nothing is
-#     left in STORE/staging.
+#  1. A 96 MiB safetensors file of float32 weights, saved with gc off: exact through the mount;
+#     once the background has compressed everything (raw_waiting 0) the
+#     packs still hold the raw records it replaced, a quarter of the file
+#     or more (the writer went on while one worker encoded, on the other
+#     core), the file is stored in fewer bytes than it has, and it reads
+#     exact, also after a remount.
+#     The same save with -o spill=0 (the writer waits) leaves no such
+#     garbage: the check can fail.
+#  2. A second version a small step from the first, in the next
+#     checkpoint-N directory: exact while raw and once settled; the older
+#     version becomes a reverse delta against the newer. fsck and verify
+#     clean.
+#  3. kill -9 of the daemon at random points while it compresses,
+#     SPILL_KILLS times (default 3): fsck and verify clean, every fsync'd
+#     file exact, and the next mount finishes the work.
 set -euo pipefail
 # shellcheck source=tests/lib.sh
 . "$TESTLIB"
 
-OPTS=write_buffer_mib=1,threads=1,spill=1
+KILLS=${SPILL_KILLS:-3}
+OPTS=write_buffer_mib=1,threads=1,gc_interval=0
 /usr/bin/python3 - "$T/v1" "$T/v2" <<'PY'
 import sys, numpy as np
+import json, struct
 rng = np.random.default_rng(7)
 w = (rng.standard_normal(24 << 20, dtype=np.float32) * 0.02)
-open(sys.argv[1], "wb").write(w.tobytes())
 step = np.zeros_like(w)
 idx = rng.choice(w.size, w.size // 10, replace=False)
 step[idx] = rng.standard_normal(idx.size, dtype=np.float32) * 1e-4
-open(sys.argv[2], "wb").write((w + step).astype(np.float32).tobytes())
+hdr = json.dumps({"w": {"dtype": "F32", "shape": [w.size], "data_offsets": [0, 4 * w.size]}})
+hdr = hdr.encode() + b" " * (-len(hdr) % 8)
+for path, t in ((sys.argv[1], w), (sys.argv[2], (w + step).astype(np.float32))):
+    open(path, "wb").write(struct.pack("<Q", len(hdr)) + hdr + t.astype("<f4").tobytes())
 PY
+size=$(stat -c %s "$T/v1")
 
-log "1. saves past the write buffer"
+# garbage: bytes of the packs that no live block uses.
+garbage() { echo $(($(stats_field pack_bytes) - $(stats_field stored_bytes))); }
+
+log "1. a save past the write buffer, stored raw, compressed behind"
 mount_fs "$OPTS"
-pid=$(daemon_pid)
-# Watch the daemon's descriptors for the unnamed spill file while saving.
-( while kill -0 "$pid" 2>/dev/null; do
-      find "/proc/$pid/fd" -lname "*staging/#*" 2>/dev/null | grep -q . && { touch "$T/spilled"; exit 0; }
-      sleep 0.01
-  done ) &
-watcher=$!
-on_exit "kill $watcher 2>/dev/null || true"
 mkdir -p "$MNT/run/checkpoint-1" "$MNT/run/checkpoint-2"
-dd if="$T/v1" of="$MNT/run/checkpoint-1/w.bin" bs=1M status=none
-dd if="$T/v2" of="$MNT/run/checkpoint-2/w.bin" bs=1M status=none
-same_file "$T/v1" "$MNT/run/checkpoint-1/w.bin"
-same_file "$T/v2" "$MNT/run/checkpoint-2/w.bin"
-kill "$watcher" 2>/dev/null || true
-[ -e "$T/spilled" ] || fail "no spill file was seen while saving 96 MiB past a 1 MiB buffer"
+dd if="$T/v1" of="$MNT/run/checkpoint-1/model.safetensors" bs=1M conv=fsync status=none
+same_file "$T/v1" "$MNT/run/checkpoint-1/model.safetensors"
+wait_compressed 120
+g=$(garbage)
+[ "$g" -ge $((size / 4)) ] ||
+    fail "only $g bytes of raw records were replaced: the writer waited for the encoder"
+stored=$(file_stored /run/checkpoint-1/model.safetensors)
+[ "$stored" -lt "$size" ] || fail "compressed behind, the file still takes $stored bytes"
+same_file "$T/v1" "$MNT/run/checkpoint-1/model.safetensors"
+remount_fs "$OPTS,spill=0"
+dd if="$T/v1" of="$MNT/waited.bin" bs=1M conv=fsync status=none
+same_file "$T/v1" "$MNT/waited.bin"
+[ "$(stats_field raw_waiting)" = 0 ] || fail "-o spill=0 stored raw blocks"
+[ "$(garbage)" -le $((g + 8 * 1048576)) ] ||
+    fail "-o spill=0 made $(($(garbage) - g)) bytes of garbage"
+rm "$MNT/waited.bin"
 remount_fs "$OPTS"
-same_file "$T/v1" "$MNT/run/checkpoint-1/w.bin"
-same_file "$T/v2" "$MNT/run/checkpoint-2/w.bin"
-sync "$MNT"
-umount_fs
-store_clean "after spilled saves"
+same_file "$T/v1" "$MNT/run/checkpoint-1/model.safetensors"
 
-log "2. kill -9 while spilling"
-mount_fs "$OPTS"
-dd if="$T/v1" of="$MNT/before.bin" bs=1M conv=fsync status=none
-( for _ in 1 2 3 4; do cat "$T/v2"; done >"$MNT/big.bin" ) 2>/dev/null &
-writer=$!
-sleep 0.3
-crash
-wait "$writer" 2>/dev/null || true
-[ -z "$(ls -A "$STORE/staging")" ] || fail "left in staging after the crash: $(ls -A "$STORE/staging")"
-store_clean "after kill -9 while spilling"
-mount_fs "$OPTS"
-same_file "$T/v1" "$MNT/before.bin"
+log "2. the next version: raw, then compressed, then the older a reverse delta"
+dd if="$T/v2" of="$MNT/run/checkpoint-2/model.safetensors" bs=1M conv=fsync status=none
+same_file "$T/v2" "$MNT/run/checkpoint-2/model.safetensors"
+same_file "$T/v1" "$MNT/run/checkpoint-1/model.safetensors"
+wait_compressed 120
+wait_reverse 120
+same_file "$T/v2" "$MNT/run/checkpoint-2/model.safetensors"
+same_file "$T/v1" "$MNT/run/checkpoint-1/model.safetensors"
+older=$(file_stored /run/checkpoint-1/model.safetensors)
+[ "$older" -lt $((stored / 2)) ] ||
+    fail "checkpoint-1 takes $older bytes after its reverse delta (was $stored)"
 umount_fs
+store_clean "after saves compressed behind"
+
+log "3. kill -9 while compressing, $KILLS times"
+for k in $(seq 1 "$KILLS"); do
+    mount_fs "$OPTS"
+    dd if="$T/v2" of="$MNT/k$k.bin" bs=1M conv=fsync status=none
+    sleep "$(awk -v s="$k" 'BEGIN { srand(s); printf "%.2f", rand() * 1.5 }')"
+    crash
+    store_clean "after kill -9 number $k"
+    mount_fs "$OPTS"
+    for j in $(seq 1 "$k"); do same_file "$T/v2" "$MNT/k$j.bin"; done
+    wait_compressed 120
+    for j in $(seq 1 "$k"); do same_file "$T/v2" "$MNT/k$j.bin"; done
+    umount_fs
+done
+store_clean "after the kills"
 log "ok"
