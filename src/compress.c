@@ -29,12 +29,11 @@ static int compress_batch(struct store *st, const struct fsm_rawblock *v, size_t
                           struct compress_stats *s)
 {
     struct fsm_chunk *nc = calloc(n, sizeof *nc);
-    struct fsm_extent *e = calloc(n, sizeof *e);
     uint64_t *ob = calloc(n, sizeof *ob), *done = calloc(n, sizeof *done);
     uint8_t *raw = NULL;
     size_t k = 0, big = 1, moved = 0;
     for (size_t i = 0; i < n; i++) big = CK_MAX(big, (size_t)v[i].c.raw_len);
-    int rc = nc && e && ob && done && (raw = malloc(big)) ? 0 : -ENOMEM;
+    int rc = nc && ob && done && (raw = malloc(big)) ? 0 : -ENOMEM;
     for (size_t i = 0; rc == 0 && i < n; i++) {
         done[i] = v[i].c.id;
         if (v[i].c.codec != CODEC_RAW || v[i].c.base) continue; /* changed since */
@@ -44,16 +43,13 @@ static int compress_batch(struct store *st, const struct fsm_rawblock *v, size_t
         s->before += v[i].c.stored_len;
         s->after += nc[k].stored_len;
         nc[k].id = v[i].c.id;
-        ob[k] = 0; /* a raw block has no base */
-        e[k].c = nc[k];
-        k++;
+        ob[k++] = 0; /* a raw block has no base */
     }
-    if (rc == 0) rc = store_sync_extents(st, e, k);
-    if (rc == 0 && k) rc = fsmeta_rebase_commit(st->meta, nc, ob, k, &moved);
+    if (rc == 0) rc = store_swap_records(st, nc, ob, k, &moved);
     if (rc == 0) rc = fsmeta_compress_done(st->meta, done, n);
     s->blocks += rc == 0 ? n : 0;
     s->compressed += moved;
-    free(nc), free(e), free(ob), free(done), free(raw);
+    free(nc), free(ob), free(done), free(raw);
     return rc;
 }
 

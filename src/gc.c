@@ -68,20 +68,18 @@ static int standalone(struct store *st, const struct fsm_orphan *o, uint8_t *raw
 static int rebase_batch(struct store *st, const struct fsm_orphan *v, size_t n)
 {
     struct fsm_chunk *nc = calloc(n, sizeof *nc);
-    struct fsm_extent *e = calloc(n, sizeof *e);
     uint64_t *ob = calloc(n, sizeof *ob);
     uint8_t *raw = NULL;
     size_t k = 0, moved = 0, big = 1;
     for (size_t i = 0; i < n; i++) big = CK_MAX(big, (size_t)v[i].c.raw_len);
-    int rc = nc && e && ob && (raw = malloc(big)) ? 0 : -ENOMEM;
+    int rc = nc && ob && (raw = malloc(big)) ? 0 : -ENOMEM;
     for (size_t i = 0; rc == 0 && i < n; i++) {
         rc = standalone(st, &v[i], raw, &nc[k]);
-        if (rc == 0) nc[k].id = v[i].c.id, ob[k] = v[i].c.base, e[k].c = nc[k], k++;
+        if (rc == 0) nc[k].id = v[i].c.id, ob[k] = v[i].c.base, k++;
     }
     if (rc == -ENOSPC) rc = 0; /* keep what fitted; compaction may make room */
-    if (rc == 0) rc = store_sync_extents(st, e, k);
-    if (rc == 0 && k) rc = fsmeta_rebase_commit(st->meta, nc, ob, k, &moved);
-    free(nc), free(e), free(ob), free(raw);
+    if (rc == 0) rc = store_swap_records(st, nc, ob, k, &moved);
+    free(nc), free(ob), free(raw);
     return rc < 0 ? rc : (int)moved;
 }
 

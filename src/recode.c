@@ -513,14 +513,9 @@ static int rebase_deltas(struct rc *rc)
         }
     }
     free(deps);
-    struct fsm_extent *e = calloc(n ? n : 1, sizeof *e);
-    if (r == 0 && !e) r = -ENOMEM;
-    for (size_t i = 0; r == 0 && i < n; i++) e[i].c = nc[i];
-    if (r == 0) r = store_sync_extents(rc->st, e, n);
     size_t moved = 0;
-    if (r == 0 && n) r = fsmeta_rebase_commit(rc->st->meta, nc, ob, n, &moved);
+    if (r == 0) r = store_swap_records(rc->st, nc, ob, n, &moved);
     if (r == 0) rc->rebased = moved;
-    free(e);
     free(nc);
     free(ob);
     return r;

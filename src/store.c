@@ -645,18 +645,33 @@ void store_drop_block(struct store *st, const struct fsm_chunk *c)
     if (c->raw_len) bbuf_free(bcache_take(st->cache, bcache_key(c->pack, c->off), c->raw_len));
 }
 
-int store_sync_extents(struct store *st, const struct fsm_extent *ext, size_t n)
+/* fdatasync once each pack the chunks at c, c + stride, ... (n of them) use. */
+static int sync_packs_of(struct store *st, const struct fsm_chunk *c, size_t n, size_t stride)
 {
     uint32_t done[8];
     int ndone = 0;
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < n; i++, c = (const void *)((const char *)c + stride)) {
         int seen = 0;
-        for (int j = 0; j < ndone; j++) seen |= done[j] == ext[i].c.pack;
+        for (int j = 0; j < ndone; j++) seen |= done[j] == c->pack;
         if (seen) continue;
-        CK_TRY(pack_sync(st->packs, ext[i].c.pack));
-        if (ndone < 8) done[ndone++] = ext[i].c.pack;
+        CK_TRY(pack_sync(st->packs, c->pack));
+        if (ndone < 8) done[ndone++] = c->pack;
     }
     return 0;
+}
+
+int store_sync_extents(struct store *st, const struct fsm_extent *ext, size_t n)
+{
+    return n ? sync_packs_of(st, &ext[0].c, n, sizeof *ext) : 0;
+}
+
+int store_swap_records(struct store *st, const struct fsm_chunk *nc, const uint64_t *old_base,
+                       size_t n, size_t *moved)
+{
+    *moved = 0;
+    if (n == 0) return 0;
+    CK_TRY(sync_packs_of(st, nc, n, sizeof *nc));
+    return fsmeta_rebase_commit(st->meta, nc, old_base, n, moved);
 }
 
 int store_stage_open(struct store *st, uint64_t ino, int create)

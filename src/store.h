@@ -209,6 +209,12 @@ void store_drop_block(struct store *st, const struct fsm_chunk *c);
 int store_verify_block(struct store *st, const struct fsm_chunk *c, void *dst);
 /* Make the records of ext[0..n) durable: fdatasync each pack they use once. */
 int store_sync_extents(struct store *st, const struct fsm_extent *ext, size_t n);
+/* Blocks re-encoded in the background (compress, reverse deltas, lossy,
+** gc's rebase): make the new records nc[0..n) durable, then point each
+** chunk nc[i].id at its record in one transaction (fsmeta_rebase_commit,
+** old_base[i] the base it had when read). *moved: chunks swapped. */
+int store_swap_records(struct store *st, const struct fsm_chunk *nc, const uint64_t *old_base,
+                       size_t n, size_t *moved);
 
 /* Write sessions: store_pin when one starts, store_pin_advance after each
 ** of its commits (what it wrote so far is in meta.db), store_unpin at its
