@@ -260,13 +260,18 @@ wait_zero()
     done
 }
 
-# wait_reverse [SECONDS]: wait until the mount has made every block that
-# waits for it a reverse delta (ckptctl stats: reverse_waiting 0).
-wait_reverse() { wait_zero reverse_waiting "reverse deltas" "${1:-120}"; }
-
 # wait_compressed [SECONDS]: wait until the mount has compressed every block
 # a writer stored raw (ckptctl stats: raw_waiting 0).
 wait_compressed() { wait_zero raw_waiting "raw blocks" "${1:-120}"; }
+
+# wait_reverse [SECONDS]: wait until the mount has compressed what was
+# stored raw and made every block that waits for it a reverse delta
+# (ckptctl stats: raw_waiting and reverse_waiting 0).
+wait_reverse()
+{
+    wait_compressed "${1:-120}"
+    wait_zero reverse_waiting "reverse deltas" "${1:-120}"
+}
 
 # file_stored PATH: stored bytes of the file at PATH (as in the mount) from
 # `ckptctl stats --json --files $STORE`; fails if the file is not listed.
