@@ -6,8 +6,19 @@
 #include "common.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #define COMPRESS_BATCH 64
+
+/* Can r be coded against its narrow block without passing the read
+** bounds? Reverse deltas made while it was raw may hang below it already. */
+static int narrow_fits(struct store *st, const struct fsm_rawblock *r)
+{
+    uint32_t height = 0;
+    if (!r->narrow.id || !r->width || fsmeta_chunk_height(st->meta, r->c.id, &height) < 0)
+        return 0;
+    return r->narrow.depth + 1 + height <= STORE_MAX_DEPTH;
+}
 
 /* r's block encoded as the workers would have into *nc (appended, not
 ** durable); 1 if that is smaller than the raw record, 0 if not. */
@@ -18,39 +29,50 @@ static int encode_raw(struct store *st, const struct fsm_rawblock *r, uint8_t *r
     struct store_hint h = {.width = r->width,
                            .is_float = (r->flags & FSM_PRED_FLOAT) != 0,
                            .plain = (r->flags & FSM_PRED_PLAIN) != 0,
-                           .has_narrow = r->narrow.id != 0 && r->width != 0,
+                           .has_narrow = narrow_fits(st, r),
                            .narrow = r->narrow, .narrow_off = r->narrow_off};
     CK_TRY(store_put_block(st, raw, r->c.raw_len, &h, nc));
     return nc->stored_len < r->c.stored_len;
 }
 
-/* One batch: swap in the compressed records that pay, drop every row. */
+/* One batch: swap in the compressed records that pay and drop the rows
+** looked at. A full disk ends the batch (what fitted is kept, and frees
+** the raw records it replaces): 1 returned. A block that cannot be read
+** stays raw. */
 static int compress_batch(struct store *st, const struct fsm_rawblock *v, size_t n,
                           struct compress_stats *s)
 {
     struct fsm_chunk *nc = calloc(n, sizeof *nc);
     uint64_t *ob = calloc(n, sizeof *ob), *done = calloc(n, sizeof *done);
     uint8_t *raw = NULL;
-    size_t k = 0, big = 1, moved = 0;
+    size_t k = 0, big = 1, moved = 0, looked = 0;
     for (size_t i = 0; i < n; i++) big = CK_MAX(big, (size_t)v[i].c.raw_len);
-    int rc = nc && ob && done && (raw = malloc(big)) ? 0 : -ENOMEM;
-    for (size_t i = 0; rc == 0 && i < n; i++) {
-        done[i] = v[i].c.id;
-        if (v[i].c.codec != CODEC_RAW || v[i].c.base) continue; /* changed since */
-        int pays = encode_raw(st, &v[i], raw, &nc[k]);
-        if (pays < 0) rc = pays;
+    int rc = nc && ob && done && (raw = malloc(big)) ? 0 : -ENOMEM, full = 0;
+    for (; rc == 0 && looked < n; looked++) {
+        const struct fsm_rawblock *r = &v[looked];
+        done[looked] = r->c.id;
+        if (r->c.codec != CODEC_RAW || r->c.base) continue; /* changed since */
+        int pays = encode_raw(st, r, raw, &nc[k]);
+        if (pays == -ENOSPC) {
+            full = 1;
+            break;
+        }
+        if (pays < 0 && pays != -ENOMEM)
+            ck_log(CK_LOG_WARN, "raw block %llu left uncompressed: %s",
+                   (unsigned long long)r->c.id, strerror(-pays));
+        if (pays == -ENOMEM) rc = pays;
         if (pays <= 0) continue;
-        s->before += v[i].c.stored_len;
+        s->before += r->c.stored_len;
         s->after += nc[k].stored_len;
-        nc[k].id = v[i].c.id;
+        nc[k].id = r->c.id;
         ob[k++] = 0; /* a raw block has no base */
     }
     if (rc == 0) rc = store_swap_records(st, nc, ob, k, &moved);
-    if (rc == 0) rc = fsmeta_compress_done(st->meta, done, n);
-    s->blocks += rc == 0 ? n : 0;
+    if (rc == 0) rc = fsmeta_compress_done(st->meta, done, looked);
+    s->blocks += rc == 0 ? looked : 0;
     s->compressed += moved;
     free(nc), free(ob), free(done), free(raw);
-    return rc;
+    return rc < 0 ? rc : full;
 }
 
 /* Rows of blocks that died raw are dropped, so an idle queue is empty. */
@@ -74,7 +96,7 @@ int compress_pending(struct store *st, const volatile int *stop, size_t max,
         CK_TRY(fsmeta_compress_next(st->meta, want, &v, &n));
         int rc = n ? compress_batch(st, v, n, s) : 0;
         free(v);
-        CK_TRY(rc);
+        if (rc != 0) return rc < 0 ? rc : 0; /* a full disk: again later */
         if (n < want) return n ? 0 : drop_stale(st);
         seen += n;
     }

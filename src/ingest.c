@@ -152,12 +152,13 @@ static int commit_locked(struct ingest *ig, struct ifile *n, int durable, int fi
 ** than make the writer wait for the encoder, store the block raw here,
 ** through the page cache as a native save goes, for the background to
 ** compress (compress.h): memory stays bounded by the buffer, and the disk
-** holds the backlog. A disk too full for raw bytes makes the writer wait. */
+** holds the backlog. A disk near full (store_space_raw) makes the writer
+** wait. */
 static void hand_over(struct store *st, struct job *j)
 {
     int rc = st->o.spill ? pool_try_submit(st->workers, encode_job, j, j->len)
                          : pool_submit(st->workers, encode_job, j, j->len);
-    if (rc == -EAGAIN && store_space(st, j->len) == 0) {
+    if (rc == -EAGAIN && store_space_raw(st, j->len) == 0) {
         store_job(j, 1);
         return;
     }

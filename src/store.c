@@ -501,6 +501,14 @@ int store_space(struct store *st, uint64_t len)
                                                                                    : 0;
 }
 
+int store_space_raw(struct store *st, uint64_t len)
+{
+    struct statvfs sv;
+    if (fstatvfs(st->stagefd, &sv) < 0) return -errno;
+    uint64_t margin = CK_MAX((uint64_t)sv.f_blocks * sv.f_frsize / 10, (uint64_t)1 << 30);
+    return store_space(st, len + margin);
+}
+
 void store_queued_add(struct store *st, int64_t delta)
 {
     __atomic_add_fetch(&st->queued, (uint64_t)delta, __ATOMIC_RELAXED);

@@ -165,6 +165,11 @@ int store_backup_meta(struct store *st, int keep);
 /* -ENOSPC unless len more bytes fit on the store's disk beside the
 ** metadata reserve and the bytes queued for the workers. */
 int store_space(struct store *st, uint64_t len);
+/* store_space for a block stored raw (store_put_raw), which takes room
+** until the background compresses it: -ENOSPC unless a margin is left
+** beyond it (a tenth of the filesystem, at least 1 GiB), so a save that
+** fits compressed is not failed by raw bytes. */
+int store_space_raw(struct store *st, uint64_t len);
 /* Raw bytes on their way to a pack (queued for the workers): counted as
 ** used by store_space, so a full disk fails the write, not the commit. */
 void store_queued_add(struct store *st, int64_t delta);
