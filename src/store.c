@@ -342,17 +342,18 @@ enum { KEEP_NONE, KEEP_HOT, KEEP_COLD };
 
 /* Append the record of a block encoded as stored[0..len) (codec id codec;
 ** inside frame, a pack frame, unless that is NULL) whose raw bytes are
-** raw[0..raw_len), a delta against base unless NULL; fill *c (id 0). A
+** raw[0..raw_len), of XXH3 hash, a delta against base unless NULL; fill *c
+** (id 0). A
 ** tensor block is the likely base of the next version's block: keep
 ** (KEEP_*) it decoded so that delta need not rebuild it from the pack.
 ** own (if not NULL) is a buffer (bbuf.h) holding raw, given up: cached
 ** itself instead of a copy, or freed. */
 static int append_block(struct store *st, uint8_t codec, uint8_t *frame, const void *stored,
-                        size_t len, const void *raw, size_t raw_len,
+                        size_t len, const void *raw, size_t raw_len, uint64_t hash,
                         const struct fsm_chunk *base, int keep, struct fsm_chunk *c, void *own)
 {
     struct pack_rec r = {.codec = codec, .raw_len = (uint32_t)raw_len,
-                         .stored_len = (uint32_t)len, .hash = XXH3_64bits(raw, raw_len)};
+                         .stored_len = (uint32_t)len, .hash = hash};
     *c = (struct fsm_chunk){.raw_len = r.raw_len, .stored_len = r.stored_len,
                             .codec = codec, .hash = r.hash, .chain = len};
     if (base) {
@@ -386,23 +387,30 @@ int store_put_manifest(struct store *st, const void *raw, size_t len, struct fsm
     return pack_append(st->packs, &r, raw, &c->pack, &c->off);
 }
 
-/* A new version's block against its predecessor p (pred_only): identical
-** bytes share p's chunk (1 returned, *c is p); else the pair is recorded
-** in *c for the background to make p a delta against this block. */
-static int pred_block(const void *raw, size_t len, const struct store_hint *h,
+/* The encoder's hints of h, for a block's background re-encoding. */
+static struct fsm_pred pred_hints(const struct store_hint *h)
+{
+    return (struct fsm_pred){.width = (uint8_t)h->width,
+                             .flags = (uint8_t)((h->is_float ? FSM_PRED_FLOAT : 0) |
+                                                (h->plain ? FSM_PRED_PLAIN : 0))};
+}
+
+/* A new version's block, of XXH3 hash, against its predecessor p
+** (pred_only): identical bytes share p's chunk (1 returned, *c is p); else
+** the pair is recorded in *c for the background to make p a delta against
+** this block. */
+static int pred_block(size_t len, uint64_t hash, const struct store_hint *h,
                       struct fsm_chunk *c, void *own)
 {
     const struct fsm_chunk *p = &h->base;
-    if (p->raw_len == len && p->id && XXH3_64bits(raw, len) == p->hash) {
+    if (p->raw_len == len && p->id && hash == p->hash) {
         *c = *p;
         c->pred = (struct fsm_pred){0};
         bbuf_free(own);
         return 1;
     }
-    c->pred = (struct fsm_pred){.older = p->raw_len == len ? p->id : 0,
-                                .width = (uint8_t)h->width,
-                                .flags = (uint8_t)((h->is_float ? FSM_PRED_FLOAT : 0) |
-                                                   (h->plain ? FSM_PRED_PLAIN : 0))};
+    c->pred = pred_hints(h);
+    c->pred.older = p->raw_len == len ? p->id : 0;
     return 0;
 }
 
@@ -410,14 +418,15 @@ static int pred_block(const void *raw, size_t len, const struct store_hint *h,
 static int put_block(struct store *st, const void *raw, size_t len,
                      const struct store_hint *h, struct fsm_chunk *c, void *own)
 {
-    if (h && h->has_base && h->pred_only) {
-        if (pred_block(raw, len, h, c, own)) return 0;
-        struct fsm_pred pred = c->pred;
-        struct store_hint alone = *h;
+    uint64_t hash = XXH3_64bits(raw, len);
+    struct fsm_pred pred = {0};
+    struct store_hint alone;
+    if (h && h->has_base && h->pred_only) { /* standalone, the pair recorded */
+        if (pred_block(len, hash, h, c, own)) return 0;
+        pred = c->pred;
+        alone = *h;
         alone.has_base = 0;
-        int rc = put_block(st, raw, len, &alone, c, own);
-        c->pred = pred;
-        return rc;
+        h = &alone;
     }
     uint8_t *frame = scratch(codec_bound(len));
     if (!frame) {
@@ -452,7 +461,9 @@ static int put_block(struct store *st, const void *raw, size_t len,
     int keep = !h || !h->width || (h->plain && !h->has_base) ? KEEP_NONE
                : hit                                         ? KEEP_HOT
                                                              : KEEP_COLD;
-    return append_block(st, codec, frame, dst, stored, raw, len, b, keep, c, own);
+    rc = append_block(st, codec, frame, dst, stored, raw, len, hash, b, keep, c, own);
+    c->pred = pred;
+    return rc;
 }
 
 int store_put_block(struct store *st, const void *raw, size_t len,
@@ -470,17 +481,16 @@ int store_put_block_own(struct store *st, void *raw, size_t len, const struct st
 int store_put_raw(struct store *st, void *raw, size_t len, const struct store_hint *h,
                   struct fsm_chunk *c)
 {
-    c->pred = (struct fsm_pred){0};
-    if (h && h->has_base && h->pred_only && pred_block(raw, len, h, c, raw)) return 0;
-    struct fsm_pred p = c->pred;
-    p.flags |= FSM_PRED_RAW;
-    if (h) {
-        p.width = (uint8_t)h->width;
-        p.flags |= (h->is_float ? FSM_PRED_FLOAT : 0) | (h->plain ? FSM_PRED_PLAIN : 0);
-        p.narrow = h->has_narrow ? h->narrow.id : 0;
-        p.narrow_off = h->has_narrow ? h->narrow_off : 0;
+    uint64_t hash = XXH3_64bits(raw, len);
+    struct fsm_pred p = h ? pred_hints(h) : (struct fsm_pred){0};
+    if (h && h->has_base && h->pred_only) {
+        if (pred_block(len, hash, h, c, raw)) return 0;
+        p = c->pred;
     }
-    int rc = append_block(st, CODEC_RAW, NULL, raw, len, raw, len, NULL, KEEP_NONE, c, raw);
+    p.flags |= FSM_PRED_RAW;
+    if (h && h->has_narrow) p.narrow = h->narrow.id, p.narrow_off = h->narrow_off;
+    int rc = append_block(st, CODEC_RAW, NULL, raw, len, raw, len, hash, NULL, KEEP_NONE, c,
+                          raw);
     c->pred = p;
     return rc;
 }
@@ -489,25 +499,24 @@ int store_put_encoded(struct store *st, uint8_t codec, const void *stored, size_
                       const void *raw, size_t raw_len, const struct fsm_chunk *base,
                       struct fsm_chunk *c)
 {
-    return append_block(st, codec, NULL, stored, len, raw, raw_len, base, KEEP_HOT, c, NULL);
+    return append_block(st, codec, NULL, stored, len, raw, raw_len, XXH3_64bits(raw, raw_len),
+                        base, KEEP_HOT, c, NULL);
 }
 
-int store_space(struct store *st, uint64_t len)
+/* store_space, and with raw the margin store_space_raw keeps. */
+static int space_for(struct store *st, uint64_t len, int raw)
 {
     struct statvfs sv;
     if (fstatvfs(st->stagefd, &sv) < 0) return -errno;
-    uint64_t queued = store_queued(st);
-    return (uint64_t)sv.f_bavail * sv.f_frsize < len + st->o.reserve_bytes + queued ? -ENOSPC
-                                                                                   : 0;
+    uint64_t margin = raw ? CK_MAX((uint64_t)sv.f_blocks * sv.f_frsize / 10, (uint64_t)1 << 30)
+                          : 0;
+    uint64_t need = len + margin + st->o.reserve_bytes + store_queued(st);
+    return (uint64_t)sv.f_bavail * sv.f_frsize < need ? -ENOSPC : 0;
 }
 
-int store_space_raw(struct store *st, uint64_t len)
-{
-    struct statvfs sv;
-    if (fstatvfs(st->stagefd, &sv) < 0) return -errno;
-    uint64_t margin = CK_MAX((uint64_t)sv.f_blocks * sv.f_frsize / 10, (uint64_t)1 << 30);
-    return store_space(st, len + margin);
-}
+int store_space(struct store *st, uint64_t len) { return space_for(st, len, 0); }
+
+int store_space_raw(struct store *st, uint64_t len) { return space_for(st, len, 1); }
 
 void store_queued_add(struct store *st, int64_t delta)
 {
