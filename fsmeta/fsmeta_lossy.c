@@ -162,7 +162,7 @@ int fsmeta_rebase_commit(fsmeta *m, const struct fsm_chunk *c, const uint64_t *o
     CK_TRY(fsmeta_begin(m, 0));
     int rc = 0, one;
     for (size_t i = 0; rc == 0 && i < n; i++) {
-        rc = rebase_one(m, &c[i], old_base[i], &one);
+        rc = rebase_one(m, &c[i], old_base ? old_base[i] : 0, &one);
         *moved += rc == 0 && one;
     }
     rc = fsmeta_end(m, rc);

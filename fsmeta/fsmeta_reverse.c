@@ -67,13 +67,20 @@ int fsmeta_reverse_next(fsmeta *m, size_t max, struct fsm_rpair **out, size_t *n
     return rc;
 }
 
-int fsmeta_reverse_done(fsmeta *m, const uint64_t *newer, size_t n)
+/* Delete the rows of id[0..n) from a queue (statement del), then its rows
+** of dead blocks (statement purge), in one transaction. */
+static int queue_done(fsmeta *m, int del, int purge, const uint64_t *id, size_t n)
 {
     CK_TRY(fsmeta_begin(m, 0));
     int rc = 0;
-    for (size_t i = 0; rc == 0 && i < n; i++) rc = run_id(m, S_RVDONE, newer[i]);
-    if (rc == 0) rc = run(m, stmt(m, S_RVPURGE));
+    for (size_t i = 0; rc == 0 && i < n; i++) rc = run_id(m, del, id[i]);
+    if (rc == 0) rc = run(m, stmt(m, purge));
     return fsmeta_end(m, rc);
+}
+
+int fsmeta_reverse_done(fsmeta *m, const uint64_t *newer, size_t n)
+{
+    return queue_done(m, S_RVDONE, S_RVPURGE, newer, n);
 }
 
 int fsmeta_reverse_count(fsmeta *m, uint64_t *n)
@@ -103,11 +110,7 @@ int fsmeta_compress_next(fsmeta *m, size_t max, struct fsm_rawblock **out, size_
 
 int fsmeta_compress_done(fsmeta *m, const uint64_t *chunk, size_t n)
 {
-    CK_TRY(fsmeta_begin(m, 0));
-    int rc = 0;
-    for (size_t i = 0; rc == 0 && i < n; i++) rc = run_id(m, S_CPDONE, chunk[i]);
-    if (rc == 0) rc = run(m, stmt(m, S_CPPURGE));
-    return fsmeta_end(m, rc);
+    return queue_done(m, S_CPDONE, S_CPPURGE, chunk, n);
 }
 
 int fsmeta_compress_count(fsmeta *m, uint64_t *n)

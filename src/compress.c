@@ -25,7 +25,7 @@ static int narrow_fits(struct store *st, const struct fsm_rawblock *r)
 static int encode_raw(struct store *st, const struct fsm_rawblock *r, uint8_t *raw,
                       struct fsm_chunk *nc)
 {
-    CK_TRY(store_read_block(st, &r->c, 0, r->c.raw_len, raw));
+    CK_TRY(store_verify_block(st, &r->c, raw)); /* not through the readers' cache */
     struct store_hint h = {.width = r->width,
                            .is_float = (r->flags & FSM_PRED_FLOAT) != 0,
                            .plain = (r->flags & FSM_PRED_PLAIN) != 0,
@@ -43,36 +43,32 @@ static int compress_batch(struct store *st, const struct fsm_rawblock *v, size_t
                           struct compress_stats *s)
 {
     struct fsm_chunk *nc = calloc(n, sizeof *nc);
-    uint64_t *ob = calloc(n, sizeof *ob), *done = calloc(n, sizeof *done);
+    uint64_t *done = calloc(n, sizeof *done);
     uint8_t *raw = NULL;
     size_t k = 0, big = 1, moved = 0, looked = 0;
     for (size_t i = 0; i < n; i++) big = CK_MAX(big, (size_t)v[i].c.raw_len);
-    int rc = nc && ob && done && (raw = malloc(big)) ? 0 : -ENOMEM, full = 0;
+    int rc = nc && done && (raw = malloc(big)) ? 0 : -ENOMEM;
     for (; rc == 0 && looked < n; looked++) {
         const struct fsm_rawblock *r = &v[looked];
-        done[looked] = r->c.id;
-        if (r->c.codec != CODEC_RAW || r->c.base) continue; /* changed since */
-        int pays = encode_raw(st, r, raw, &nc[k]);
-        if (pays == -ENOSPC) {
-            full = 1;
-            break;
-        }
-        if (pays < 0 && pays != -ENOMEM)
+        int pays = r->c.codec != CODEC_RAW || r->c.base ? 0 /* changed since */
+                                                        : encode_raw(st, r, raw, &nc[k]);
+        if (pays == -ENOSPC) break; /* the rest waits for room */
+        if (pays == -ENOMEM) rc = pays;
+        else if (pays < 0)
             ck_log(CK_LOG_WARN, "raw block %llu left uncompressed: %s",
                    (unsigned long long)r->c.id, strerror(-pays));
-        if (pays == -ENOMEM) rc = pays;
+        done[looked] = r->c.id;
         if (pays <= 0) continue;
         s->before += r->c.stored_len;
         s->after += nc[k].stored_len;
-        nc[k].id = r->c.id;
-        ob[k++] = 0; /* a raw block has no base */
+        nc[k++].id = r->c.id;
     }
-    if (rc == 0) rc = store_swap_records(st, nc, ob, k, &moved);
+    if (rc == 0) rc = store_swap_records(st, nc, NULL, k, &moved); /* raw: no base */
     if (rc == 0) rc = fsmeta_compress_done(st->meta, done, looked);
     s->blocks += rc == 0 ? looked : 0;
     s->compressed += moved;
-    free(nc), free(ob), free(done), free(raw);
-    return rc < 0 ? rc : full;
+    free(nc), free(done), free(raw);
+    return rc < 0 ? rc : looked < n;
 }
 
 /* Rows of blocks that died raw are dropped, so an idle queue is empty. */

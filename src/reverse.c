@@ -50,11 +50,11 @@ static int reverse_batch(struct store *st, const struct fsm_rpair *v, size_t n,
                          struct reverse_stats *s)
 {
     struct fsm_chunk *nc = calloc(n, sizeof *nc);
-    uint64_t *ob = calloc(n, sizeof *ob), *done = calloc(n, sizeof *done);
+    uint64_t *done = calloc(n, sizeof *done);
     uint8_t *raw = NULL;
     size_t k = 0, big = 1, moved = 0;
     for (size_t i = 0; i < n; i++) big = CK_MAX(big, (size_t)v[i].older.raw_len);
-    int rc = nc && ob && done && (raw = malloc(big)) ? 0 : -ENOMEM;
+    int rc = nc && done && (raw = malloc(big)) ? 0 : -ENOMEM;
     for (size_t i = 0; rc == 0 && i < n; i++) {
         done[i] = v[i].newer.id;
         if (!chain_fits(st, &v[i])) continue;
@@ -63,14 +63,13 @@ static int reverse_batch(struct store *st, const struct fsm_rpair *v, size_t n,
         if (pays <= 0) continue;
         s->before += v[i].older.stored_len;
         s->after += nc[k].stored_len;
-        nc[k].id = v[i].older.id;
-        ob[k++] = 0; /* it was standalone: chain_fits */
+        nc[k++].id = v[i].older.id;
     }
-    if (rc == 0) rc = store_swap_records(st, nc, ob, k, &moved);
+    if (rc == 0) rc = store_swap_records(st, nc, NULL, k, &moved); /* standalone: chain_fits */
     if (rc == 0) rc = fsmeta_reverse_done(st->meta, done, n);
     s->pairs += rc == 0 ? n : 0;
     s->reversed += moved;
-    free(nc), free(ob), free(done), free(raw);
+    free(nc), free(done), free(raw);
     return rc;
 }
 

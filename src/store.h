@@ -210,14 +210,16 @@ void store_prefetch_block(struct store *st, const struct fsm_chunk *c);
 ** it, and the kernel's page cache holds it): the next block decoded reuses
 ** its buffer instead of faulting in fresh pages. */
 void store_drop_block(struct store *st, const struct fsm_chunk *c);
-/* Read and check a whole block without the cache (verification tools). */
+/* Read and check a whole block without the cache (verification tools, and
+** background re-encoding, which must not push out readers' blocks). */
 int store_verify_block(struct store *st, const struct fsm_chunk *c, void *dst);
 /* Make the records of ext[0..n) durable: fdatasync each pack they use once. */
 int store_sync_extents(struct store *st, const struct fsm_extent *ext, size_t n);
 /* Blocks re-encoded in the background (compress, reverse deltas, lossy,
 ** gc's rebase): make the new records nc[0..n) durable, then point each
 ** chunk nc[i].id at its record in one transaction (fsmeta_rebase_commit,
-** old_base[i] the base it had when read). *moved: chunks swapped. */
+** old_base[i] the base it had when read, NULL: none had one). *moved:
+** chunks swapped. */
 int store_swap_records(struct store *st, const struct fsm_chunk *nc, const uint64_t *old_base,
                        size_t n, size_t *moved);
 
