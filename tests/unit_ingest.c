@@ -181,13 +181,19 @@ static size_t check_meta(struct fx *f, uint64_t ino, const uint8_t *ref, size_t 
     return n;
 }
 
+/* check_content of inode ino. */
+static void check_ino(struct fx *f, uint64_t ino, const uint8_t *ref, size_t size)
+{
+    struct node *n = pin(f, ino);
+    check_content(f, n, ref, size);
+    node_unpin(f->nt, n);
+}
+
 /* Check through a fresh store, then leave the store open again. */
 static void check_after_reopen(struct fx *f, uint64_t ino, const uint8_t *ref, size_t size)
 {
     fx_reopen(f);
-    struct node *n = pin(f, ino);
-    check_content(f, n, ref, size);
-    node_unpin(f->nt, n);
+    check_ino(f, ino, ref, size);
     check_meta(f, ino, ref, size);
 }
 
@@ -833,12 +839,8 @@ START_TEST(test_checkpoint_deltas)
     ck_assert_uint_le(after.stored_bytes, before.stored_bytes + 4096); /* the header at most */
 
     fx_reopen(&f); /* cold cache: deltas rebuild their bases from the packs */
-    n = pin(&f, i1);
-    check_content(&f, n, v1, len);
-    node_unpin(f.nt, n);
-    n = pin(&f, i2);
-    check_content(&f, n, v3, len);
-    node_unpin(f.nt, n);
+    check_ino(&f, i1, v1, len);
+    check_ino(&f, i2, v3, len);
     fx_stop(&f);
     free(v1), free(v2), free(v3);
 }
@@ -996,12 +998,8 @@ START_TEST(test_raw_behind)
     expect_standalone(&f, i2);
     ck_assert_uint_lt(stored_of(&f, i1), stored_of(&f, i2) / 2);
     fx_reopen(&f);
-    n = pin(&f, i1);
-    check_content(&f, n, v1, len);
-    node_unpin(f.nt, n);
-    n = pin(&f, i2);
-    check_content(&f, n, v2, len);
-    node_unpin(f.nt, n);
+    check_ino(&f, i1, v1, len);
+    check_ino(&f, i2, v2, len);
     fx_stop(&f);
     free(v1);
     free(v2);
