@@ -57,14 +57,21 @@ static void pair_row(sqlite3_stmt *s, void *dst)
     p->flags = (uint8_t)sqlite3_column_int64(s, 21);
 }
 
-int fsmeta_reverse_next(fsmeta *m, size_t max, struct fsm_rpair **out, size_t *n)
+/* Up to max rows of a queue (statement next, its limit bound to ?1). */
+static int queue_next(fsmeta *m, int next, size_t max, size_t elem,
+                      void (*row)(sqlite3_stmt *s, void *dst), void **out, size_t *n)
 {
     lock(m);
-    sqlite3_stmt *s = stmt(m, S_RVNEXT);
+    sqlite3_stmt *s = stmt(m, next);
     bind_i64(s, 1, (int64_t)max);
-    int rc = fsm_collect(m, s, sizeof **out, pair_row, (void **)out, n);
+    int rc = fsm_collect(m, s, elem, row, out, n);
     unlock(m);
     return rc;
+}
+
+int fsmeta_reverse_next(fsmeta *m, size_t max, struct fsm_rpair **out, size_t *n)
+{
+    return queue_next(m, S_RVNEXT, max, sizeof **out, pair_row, (void **)out, n);
 }
 
 /* Delete the rows of id[0..n) from a queue (statement del), then its rows
@@ -100,12 +107,7 @@ static void raw_row(sqlite3_stmt *s, void *dst)
 
 int fsmeta_compress_next(fsmeta *m, size_t max, struct fsm_rawblock **out, size_t *n)
 {
-    lock(m);
-    sqlite3_stmt *s = stmt(m, S_CPNEXT);
-    bind_i64(s, 1, (int64_t)max);
-    int rc = fsm_collect(m, s, sizeof **out, raw_row, (void **)out, n);
-    unlock(m);
-    return rc;
+    return queue_next(m, S_CPNEXT, max, sizeof **out, raw_row, (void **)out, n);
 }
 
 int fsmeta_compress_done(fsmeta *m, const uint64_t *chunk, size_t n)
