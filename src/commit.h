@@ -15,7 +15,7 @@
 
 #include <stdint.h>
 
-#define COMMIT_EVERY_NS 10000000LL /* 10 ms */
+#define COMMIT_EVERY_NS 50000000LL /* 50 ms */
 
 typedef struct committer committer;
 
