@@ -21,7 +21,8 @@ static int narrow_fits(struct store *st, const struct fsm_rawblock *r)
 }
 
 /* r's block encoded as the workers would have into *nc (appended, not
-** durable); 1 if that is smaller than the raw record, 0 if not. */
+** durable) if that is smaller than the raw record: 1; 0 if not (nothing
+** appended). */
 static int encode_raw(struct store *st, const struct fsm_rawblock *r, uint8_t *raw,
                       struct fsm_chunk *nc)
 {
@@ -30,9 +31,10 @@ static int encode_raw(struct store *st, const struct fsm_rawblock *r, uint8_t *r
                            .is_float = (r->flags & FSM_PRED_FLOAT) != 0,
                            .plain = (r->flags & FSM_PRED_PLAIN) != 0,
                            .has_narrow = narrow_fits(st, r),
-                           .narrow = r->narrow, .narrow_off = r->narrow_off};
-    CK_TRY(store_put_block(st, raw, r->c.raw_len, &h, nc));
-    return nc->stored_len < r->c.stored_len;
+                           .narrow = r->narrow, .narrow_off = r->narrow_off,
+                           .below = r->c.stored_len};
+    int rc = store_put_block(st, raw, r->c.raw_len, &h, nc);
+    return rc < 0 ? rc : rc == 0; /* 1 from put: it would not pay, nothing written */
 }
 
 /* One batch: swap in the compressed records that pay and drop the rows

@@ -453,6 +453,10 @@ static int put_block(struct store *st, const void *raw, size_t len,
         bbuf_free(own);
         return rc;
     }
+    if (h && h->below && stored >= h->below) { /* not worth a record */
+        bbuf_free(own);
+        return 1;
+    }
     const struct fsm_chunk *b = delta == CODEC_BASE_SAME     ? &h->base
                                 : delta == CODEC_BASE_NARROW ? &h->narrow
                                                              : NULL;

@@ -119,6 +119,8 @@ struct store_hint {
     int has_narrow;        /* narrow and narrow_off below are set */
     struct fsm_chunk narrow;
     uint32_t narrow_off;   /* element of narrow where this block's values start */
+    uint32_t below;        /* nonzero: append only a record of fewer stored
+                              bytes (store_put_block returns 1 otherwise) */
 };
 
 /* Chains of deltas are bounded so a read never decodes more than
@@ -135,7 +137,8 @@ struct store_hint {
 #define STORE_AHEAD_BLOCKS 4
 
 /* Encode and append one block (h may be NULL); fills *c (id 0). Not
-** durable until synced. */
+** durable until synced. 1, nothing appended: it did not code below
+** h->below bytes. */
 int store_put_block(struct store *st, const void *raw, size_t len,
                     const struct store_hint *h, struct fsm_chunk *c);
 /* store_put_block of a buffer from bbuf_alloc, which it takes over (to

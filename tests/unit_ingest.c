@@ -1006,6 +1006,45 @@ START_TEST(test_raw_behind)
 }
 END_TEST
 
+/* Noise stored raw gains nothing from compression: the compressor looks at
+** each block, keeps it raw and appends nothing (no garbage in the packs). */
+START_TEST(test_raw_noise)
+{
+    struct fx f;
+    ut_newdir(f.dir);
+    fx_start_with(&f, 0, 1);
+    size_t len = 10 * BS + 123;
+    uint8_t *noise = ut_xmalloc(len);
+    ut_fill_random(noise, len, 9);
+    uint64_t ino = fx_mk(&f, FSMETA_ROOT_INO, "noise.bin", S_IFREG | 0644);
+    struct gate g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
+    ck_assert_int_eq(pool_submit(f.st->workers, gate_job, &g, (size_t)1 << 30), 0);
+    struct node *n = pin(&f, ino);
+    stream_file(&f, n, noise, len);
+    node_unpin(f.nt, n);
+    size_t all, nraw = raw_chunks(&f, ino, &all);
+    ck_assert_msg(nraw + 1 >= all && all >= 10, "%zu raw of %zu", nraw, all);
+    gate_open(&g);
+    ck_assert_int_eq(pack_sync_dirty(f.st->packs), 0);
+    char packs[256];
+    snprintf(packs, sizeof packs, "%s/packs", f.dir);
+    long long before = ut_dir_bytes(packs);
+    ck_assert_int_gt(before, (long long)len);
+    struct compress_stats cs = {0};
+    ck_assert_int_eq(compress_pending(f.st, NULL, 0, &cs), 0);
+    ck_assert_uint_ge(cs.blocks + 1, nraw); /* a short tail may not be queued */
+    ck_assert_uint_eq(cs.compressed, 0);
+    ck_assert_int_eq(pack_sync_dirty(f.st->packs), 0);
+    ck_assert_int_eq(ut_dir_bytes(packs), before);
+    uint64_t waiting = 1;
+    ck_assert_int_eq(fsmeta_compress_count(f.st->meta, &waiting), 0);
+    ck_assert_uint_eq(waiting, 0);
+    check_ino(&f, ino, noise, len);
+    fx_stop(&f);
+    free(noise);
+}
+END_TEST
+
 int main(void)
 {
     const TTest *const ingest_tests[] = {
@@ -1023,6 +1062,7 @@ int main(void)
         test_parallel_files,
         test_checkpoint_deltas,
         test_raw_behind,
+        test_raw_noise,
         NULL,
     };
     return ut_main("ingest", (const struct ut_tcase[]){

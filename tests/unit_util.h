@@ -149,6 +149,23 @@ static inline int ut_count_entries(const char *path)
     return n;
 }
 
+/* Sum of the sizes of the files in a directory; -1 if it cannot be read. */
+static inline long long ut_dir_bytes(const char *path)
+{
+    DIR *d = opendir(path);
+    if (!d) return -1;
+    long long sum = 0;
+    struct dirent *e;
+    char p[4096];
+    struct stat sb;
+    while ((e = readdir(d)) != NULL) {
+        snprintf(p, sizeof p, "%s/%s", path, e->d_name);
+        if (stat(p, &sb) == 0 && S_ISREG(sb.st_mode)) sum += (long long)sb.st_size;
+    }
+    closedir(d);
+    return sum;
+}
+
 /* Size of a file, -1 if missing. */
 static inline long long ut_file_size(const char *path)
 {
