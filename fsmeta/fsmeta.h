@@ -393,6 +393,11 @@ int fsmeta_compress_next(fsmeta *m, size_t max, struct fsm_rawblock **out, size_
 int fsmeta_compress_done(fsmeta *m, const uint64_t *chunk, size_t n);
 /* Raw blocks waiting, dead ones included until the next fsmeta_compress_done. */
 int fsmeta_compress_count(fsmeta *m, uint64_t *n);
+/* Queue every live block stored raw, with no hints (it is tried as plain
+** bytes): a rebuild's chunk rows know no encoder hints, and a block raw
+** at the rebuild would otherwise stay raw. Blocks that gain nothing are
+** looked at once and left. */
+int fsmeta_compress_requeue(fsmeta *m);
 
 /* A number that changes when another connection (ckptctl prune beside a
 ** mount) commits to meta.db. */

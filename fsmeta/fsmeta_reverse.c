@@ -46,6 +46,8 @@ const char *const fsm_reverse_sql[S_COUNT] = {
     [S_CPPURGE] = "DELETE FROM compress_todo WHERE "
                   "NOT EXISTS (SELECT 1 FROM chunk WHERE id=compress_todo.chunk AND refs>0)",
     [S_CPCOUNT] = "SELECT count(*) FROM compress_todo",
+    [S_CPREQUEUE] = "INSERT OR IGNORE INTO compress_todo(chunk,width,flags,narrow,narrow_off) "
+                    "SELECT id,0,?1,0,0 FROM chunk WHERE codec=0 AND base=0 AND refs>0",
 };
 
 static void pair_row(sqlite3_stmt *s, void *dst)
@@ -118,4 +120,12 @@ int fsmeta_compress_done(fsmeta *m, const uint64_t *chunk, size_t n)
 int fsmeta_compress_count(fsmeta *m, uint64_t *n)
 {
     return fsm_scalar(m, S_CPCOUNT, 0, 0, (int64_t *)n);
+}
+
+int fsmeta_compress_requeue(fsmeta *m)
+{
+    CK_TRY(fsmeta_begin(m, 0));
+    sqlite3_stmt *s = stmt(m, S_CPREQUEUE);
+    bind_i64(s, 1, FSM_PRED_RAW | FSM_PRED_PLAIN);
+    return fsmeta_end(m, run(m, s));
 }

@@ -437,6 +437,7 @@ int rebuild_replay(struct store *st, struct rebuild_report *rep)
         rc = load_known(&s);
         if (rc == 0) rc = build_index(&s, &x);
         if (rc == 0) rc = make_files(&s, &x);
+        if (rc == 0) rc = fsmeta_compress_requeue(st->meta);
         if (rc == 0) rc = fsmeta_sync(st->meta);
     }
     scan_free(&s, &x);
@@ -462,6 +463,7 @@ int rebuild_store(struct store *st, struct rebuild_report *rep)
     if (rc == 0) rc = rc2;
     if (rc == 0) rc = fsmeta_check(st->meta, 1, NULL, NULL); /* reference counts */
     if (rc > 0) rc = 0;
+    if (rc == 0) rc = fsmeta_compress_requeue(st->meta); /* the hints are lost */
     if (rc == 0) rc = fsmeta_sync(st->meta);
     scan_free(&s, &x);
     return rc;

@@ -15,6 +15,7 @@
 #include "../src/fmt.h"
 #include "../src/ingest.h"
 #include "../src/node.h"
+#include "../src/rebuild.h"
 #include "../src/reverse.h"
 #include "../src/store.h"
 #include "unit_util.h"
@@ -33,7 +34,7 @@ struct fx {
 
 /* Open the store with free disk kept back for metadata (0: none); with
 ** spill, writers the workers cannot keep up with store blocks raw. */
-static void fx_start_with(struct fx *f, uint64_t reserve, int spill)
+static struct store_opts fx_opts(uint64_t reserve, int spill)
 {
     struct store_opts o;
     store_default_opts(&o);
@@ -43,10 +44,21 @@ static void fx_start_with(struct fx *f, uint64_t reserve, int spill)
     o.reserve_bytes = reserve;
     o.spill = spill;
     o.buffer_bytes = spill ? BS : o.buffer_bytes;
-    ck_assert_int_eq(store_open(f->dir, &o, &f->st), 0);
+    return o;
+}
+
+static void fx_start_opts(struct fx *f, const struct store_opts *o)
+{
+    ck_assert_int_eq(store_open(f->dir, o, &f->st), 0);
     ck_assert_int_eq(store_start(f->st), 0);
     ck_assert_int_eq(node_table_create(&f->nt), 0);
     ingest_init(&f->ig, f->st, f->nt);
+}
+
+static void fx_start_with(struct fx *f, uint64_t reserve, int spill)
+{
+    struct store_opts o = fx_opts(reserve, spill);
+    fx_start_opts(f, &o);
 }
 
 static void fx_start_reserve(struct fx *f, uint64_t reserve) { fx_start_with(f, reserve, 0); }
@@ -1045,6 +1057,49 @@ START_TEST(test_raw_noise)
 }
 END_TEST
 
+/* Metadata rebuilt from the packs knows no encoder hints: blocks still raw
+** then are queued again (as plain bytes), compressed, and read back exact. */
+START_TEST(test_rebuild_requeues_raw)
+{
+    struct fx f;
+    ut_newdir(f.dir);
+    fx_start_with(&f, 0, 1);
+    struct ut_tensor t = {"w", "F32", 4, 12 * BS};
+    size_t len, data;
+    uint8_t *v1 = weights(&t, &len, &data, 1);
+    uint64_t ino = fx_mk(&f, FSMETA_ROOT_INO, "w.safetensors", S_IFREG | 0644);
+    struct gate g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
+    ck_assert_int_eq(pool_submit(f.st->workers, gate_job, &g, (size_t)1 << 30), 0);
+    struct node *n = pin(&f, ino);
+    stream_file(&f, n, v1, len);
+    node_unpin(f.nt, n);
+    size_t all, nraw = raw_chunks(&f, ino, &all);
+    ck_assert_msg(nraw >= 12, "%zu raw of %zu", nraw, all);
+    gate_open(&g);
+    ck_assert_int_eq(fsmeta_sync(f.st->meta), 0);
+    fx_stop(&f);
+    struct store_opts o = fx_opts(0, 0);
+    o.rebuild = 1; /* sets meta.db aside */
+    fx_start_opts(&f, &o);
+    struct rebuild_report rep;
+    ck_assert_int_eq(rebuild_store(f.st, &rep), 0);
+    ck_assert_uint_eq(rep.files, 1);
+    ck_assert_int_eq(fsmeta_lookup(f.st->meta, FSMETA_ROOT_INO, "w.safetensors", &ino), 0);
+    uint64_t waiting = 0;
+    ck_assert_int_eq(fsmeta_compress_count(f.st->meta, &waiting), 0);
+    ck_assert_uint_ge(waiting, nraw / 2); /* equal blocks share a chunk */
+    struct compress_stats cs = {0};
+    ck_assert_int_eq(compress_pending(f.st, NULL, 0, &cs), 0);
+    ck_assert_uint_ge(cs.compressed, 1);
+    ck_assert_uint_lt(cs.after, cs.before);
+    ck_assert_uint_lt(raw_chunks(&f, ino, &all), nraw);
+    fx_reopen(&f);
+    check_ino(&f, ino, v1, len);
+    fx_stop(&f);
+    free(v1);
+}
+END_TEST
+
 int main(void)
 {
     const TTest *const ingest_tests[] = {
@@ -1063,6 +1118,7 @@ int main(void)
         test_checkpoint_deltas,
         test_raw_behind,
         test_raw_noise,
+        test_rebuild_requeues_raw,
         NULL,
     };
     return ut_main("ingest", (const struct ut_tcase[]){
