@@ -1029,6 +1029,19 @@ START_TEST(test_raw_behind)
 }
 END_TEST
 
+/* A new file name in the root written with the workers held by g (a job
+** that fills the pool's budget, so every block goes raw); its inode. */
+static uint64_t held_stream(struct fx *f, struct gate *g, const char *name, const uint8_t *buf,
+                            size_t len)
+{
+    uint64_t ino = fx_mk(f, FSMETA_ROOT_INO, name, S_IFREG | 0644);
+    ck_assert_int_eq(pool_submit(f->st->workers, gate_job, g, (size_t)1 << 30), 0);
+    struct node *n = pin(f, ino);
+    stream_file(f, n, buf, len);
+    node_unpin(f->nt, n);
+    return ino;
+}
+
 /* Noise stored raw gains nothing from compression: the compressor looks at
 ** each block, keeps it raw and appends nothing (no garbage in the packs). */
 START_TEST(test_raw_noise)
@@ -1040,12 +1053,8 @@ START_TEST(test_raw_noise)
     size_t len = 10 * BS + 123;
     uint8_t *noise = ut_xmalloc(len);
     ut_fill_random(noise, len, 9);
-    uint64_t ino = fx_mk(&f, FSMETA_ROOT_INO, "noise.bin", S_IFREG | 0644);
     struct gate g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
-    ck_assert_int_eq(pool_submit(f.st->workers, gate_job, &g, (size_t)1 << 30), 0);
-    struct node *n = pin(&f, ino);
-    stream_file(&f, n, noise, len);
-    node_unpin(f.nt, n);
+    uint64_t ino = held_stream(&f, &g, "noise.bin", noise, len);
     size_t all, nraw = raw_chunks(&f, ino, &all);
     ck_assert_msg(nraw + 1 >= all && all >= 10, "%zu raw of %zu", nraw, all);
     gate_open(&g);
@@ -1080,12 +1089,8 @@ START_TEST(test_rebuild_requeues_raw)
     struct ut_tensor t = {"w", "F32", 4, 12 * BS};
     size_t len, data;
     uint8_t *v1 = weights(&t, &len, &data, 1);
-    uint64_t ino = fx_mk(&f, FSMETA_ROOT_INO, "w.safetensors", S_IFREG | 0644);
     struct gate g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
-    ck_assert_int_eq(pool_submit(f.st->workers, gate_job, &g, (size_t)1 << 30), 0);
-    struct node *n = pin(&f, ino);
-    stream_file(&f, n, v1, len);
-    node_unpin(f.nt, n);
+    uint64_t ino = held_stream(&f, &g, "w.safetensors", v1, len);
     size_t all, nraw = raw_chunks(&f, ino, &all);
     ck_assert_msg(nraw >= 12, "%zu raw of %zu", nraw, all);
     gate_open(&g);
