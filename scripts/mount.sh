@@ -11,6 +11,10 @@
 #                                  step order, as a trainer writes them) at
 #                                  /run, unmounted, with what is due
 #                                  re-encoded (ckptctl recode)
+#   ck_settle STORE [SECONDS (600)] wait until the mount of STORE has done
+#                                  its background work: blocks stored raw
+#                                  compressed, older ones made reverse
+#                                  deltas (ckptctl stats)
 #
 # Each exits the script with a message on failure.
 
@@ -46,4 +50,16 @@ ck_load_series() {
     done
     ck_unmount "$mnt"
     "$ck_top/ckptctl" recode "$store" >/dev/null || ck_die "ckptctl recode $store failed"
+}
+
+ck_settle() {
+    local store=$1 limit=${2:-600} t0=$SECONDS left
+    while :; do
+        left=$("$ck_top/ckptctl" stats --json "$store" | /usr/bin/python3 -c \
+            'import json, sys; j = json.load(sys.stdin); print(j["raw_waiting"] + j["reverse_waiting"])') ||
+            ck_die "ckptctl stats $store failed"
+        [ "$left" = 0 ] && return 0
+        [ $((SECONDS - t0)) -lt "$limit" ] || ck_die "$store: the background did not settle in $limit s"
+        sleep 0.2
+    done
 }
