@@ -4,21 +4,22 @@
 # the workers cannot take are stored raw by the writer, which goes on, and
 # compressed later by the background (src/compress.h).
 #
-#  1. A 96 MiB safetensors file of float32 weights, saved with gc off: exact through the mount;
-#     once the background has compressed everything (raw_waiting 0) the
-#     packs still hold the raw records it replaced, an eighth of the file
-#     or more (the writer went on while one worker encoded, on the other
-#     core), the file is stored in fewer bytes than it has, and it reads
-#     exact, also after a remount.
+#  1. A 96 MiB safetensors file of float32 weights, saved with gc off:
+#     exact through the mount; once the background has compressed
+#     everything (raw_waiting 0) the packs still hold the raw records it
+#     replaced, an eighth of the file or more (the writer went on while
+#     one worker encoded, on the other core), the file is stored in fewer
+#     bytes than it has, and it reads exact, also after a remount.
 #     The same save with -o spill=0 (the writer waits) leaves no such
 #     garbage: the check can fail.
 #  2. A second version a small step from the first, in the next
 #     checkpoint-N directory: exact while raw and once settled; the older
 #     version becomes a reverse delta against the newer. fsck and verify
 #     clean.
-#  3. kill -9 of the daemon at random points while it compresses,
-#     SPILL_KILLS times (default 3): fsck and verify clean, every fsync'd
-#     file exact, and the next mount finishes the work.
+#  3. kill -9 of the daemon at a random point in the 3 s after a save
+#     past the buffer (while it compresses, or once done), SPILL_KILLS
+#     times (default 3): fsck and verify clean, every fsync'd file exact,
+#     and the next mount finishes the work.
 set -euo pipefail
 # shellcheck source=tests/lib.sh
 . "$TESTLIB"
@@ -69,8 +70,7 @@ log "2. the next version: raw, then compressed, then the older a reverse delta"
 dd if="$T/v2" of="$MNT/run/checkpoint-2/model.safetensors" bs=1M conv=fsync status=none
 same_file "$T/v2" "$MNT/run/checkpoint-2/model.safetensors"
 same_file "$T/v1" "$MNT/run/checkpoint-1/model.safetensors"
-wait_compressed 120
-wait_reverse 120
+wait_reverse 120 # compressed first, then the reverse delta
 same_file "$T/v2" "$MNT/run/checkpoint-2/model.safetensors"
 same_file "$T/v1" "$MNT/run/checkpoint-1/model.safetensors"
 older=$(file_stored /run/checkpoint-1/model.safetensors)
