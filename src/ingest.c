@@ -1047,8 +1047,7 @@ int ingest_read(struct ingest *ig, struct node *node, void *buf, size_t len, uin
 {
     struct store_iov v;
     CK_TRY(ingest_read_iov(ig, node, buf, len, off, &v));
-    *got = store_iov_len(&v);
-    store_iov_gather(&v, buf);
+    *got = store_iov_gather(&v, buf);
     return 0;
 }
 

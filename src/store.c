@@ -752,12 +752,13 @@ size_t store_iov_len(const struct store_iov *v)
     return n;
 }
 
-void store_iov_gather(struct store_iov *v, void *buf)
+size_t store_iov_gather(struct store_iov *v, void *buf)
 {
     uint8_t *p = buf;
     for (int i = 0; i < v->n; p += v->v[i++].iov_len)
         if (v->v[i].iov_base != p) memcpy(p, v->v[i].iov_base, v->v[i].iov_len);
     store_iov_release(v);
+    return (size_t)(p - (uint8_t *)buf);
 }
 
 /* Append [p, p + len) (pinned by pin, or in the caller's buffer) to out,

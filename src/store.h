@@ -204,8 +204,8 @@ void store_iov_buf(struct store_iov *out, void *buf, size_t len);
 /* Total bytes of v's pieces. */
 size_t store_iov_len(const struct store_iov *v);
 /* Copy v's pinned pieces into their places in buf (which then holds all
-** of v) and release v. */
-void store_iov_gather(struct store_iov *v, void *buf);
+** of v) and release v; returns the bytes of v. */
+size_t store_iov_gather(struct store_iov *v, void *buf);
 void store_iov_release(struct store_iov *v);
 /* Decode a block into the cache unless it is there already. */
 void store_prefetch_block(struct store *st, const struct fsm_chunk *c);

@@ -74,10 +74,7 @@ static int rd(vfs *v, uint64_t ino, struct vfs_file *fh, void *buf, size_t len, 
 {
     struct store_iov r;
     int rc = ops(ino)->read(v, ino, fh, buf, len, off, &r);
-    if (rc == 0) {
-        *got = store_iov_len(&r);
-        store_iov_gather(&r, buf);
-    }
+    if (rc == 0) *got = store_iov_gather(&r, buf);
     return rc;
 }
 
