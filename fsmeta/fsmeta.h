@@ -350,11 +350,11 @@ int fsmeta_chunk_height(fsmeta *m, uint64_t id, uint32_t *h);
 int fsmeta_chunk_deltas(fsmeta *m, uint64_t id, struct fsm_chunk **out, size_t *n);
 /* Point chunks c[i].id at new records of the same raw bytes (c[i] as
 ** store_put_block fills it, id set): each moves its reference from its old
-** base old_base[i] (old_base NULL: none had one) to c[i].base, the depth and chain of the deltas below it
-** follow, and the versions using it have their stored bytes recounted. A
-** chunk that died or changed base since it was read is left as it is;
-** *moved counts the others. One transaction. A replaced block that only
-** newer deltas kept alive dies so. */
+** base old_base[i] (old_base NULL: none had one) to c[i].base, the depth
+** and chain of the deltas below it follow, and the versions using it have
+** their stored bytes recounted. A chunk that died or changed base since
+** it was read is left as it is; *moved counts the others. One transaction.
+** A replaced block that only newer deltas kept alive dies so. */
 int fsmeta_rebase_commit(fsmeta *m, const struct fsm_chunk *c, const uint64_t *old_base,
                          size_t n, size_t *moved);
 

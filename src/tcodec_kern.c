@@ -282,12 +282,12 @@ void tck_inv(unsigned w, int op, const uint8_t *const *pl, const uint8_t *b, siz
 {
 #define INV_OPS(W)                                                             \
     switch (op) {                                                              \
-    case TCK_ROT: inv##W(TCK_ROT, pl, b, cnt, dst); break;             \
-    case TCK_ULPF: inv##W(TCK_ULPF, pl, b, cnt, dst); break;           \
-    case TCK_ULPI: inv##W(TCK_ULPI, pl, b, cnt, dst); break;           \
-    case TCK_XORF: inv##W(TCK_XORF, pl, b, cnt, dst); break;           \
-    case TCK_XORI: inv##W(TCK_XORI, pl, b, cnt, dst); break;           \
-    default: inv##W(TCK_ID, pl, b, cnt, dst); break;                   \
+    case TCK_ROT: inv##W(TCK_ROT, pl, b, cnt, dst); break;                     \
+    case TCK_ULPF: inv##W(TCK_ULPF, pl, b, cnt, dst); break;                   \
+    case TCK_ULPI: inv##W(TCK_ULPI, pl, b, cnt, dst); break;                   \
+    case TCK_XORF: inv##W(TCK_XORF, pl, b, cnt, dst); break;                   \
+    case TCK_XORI: inv##W(TCK_XORI, pl, b, cnt, dst); break;                   \
+    default: inv##W(TCK_ID, pl, b, cnt, dst); break;                           \
     }
     switch (w) {
     case 1: INV_OPS(1); break;

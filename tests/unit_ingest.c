@@ -32,8 +32,8 @@ struct fx {
     struct ingest ig;
 };
 
-/* Open the store with free disk kept back for metadata (0: none); with
-** spill, writers the workers cannot keep up with store blocks raw. */
+/* The tests' store options: free disk kept back for metadata (0: none);
+** with spill, writers the workers cannot keep up with store blocks raw. */
 static struct store_opts fx_opts(uint64_t reserve, int spill)
 {
     struct store_opts o;
@@ -47,6 +47,7 @@ static struct store_opts fx_opts(uint64_t reserve, int spill)
     return o;
 }
 
+/* Open the store and the write side on it. */
 static void fx_start_opts(struct fx *f, const struct store_opts *o)
 {
     ck_assert_int_eq(store_open(f->dir, o, &f->st), 0);
