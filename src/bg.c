@@ -109,20 +109,29 @@ static int recode_once(struct bg *b)
     return s.versions > 0;
 }
 
+/* What a pass over a queue of blocks (what) did: done of looked blocks
+** re-encoded, before -> after stored bytes, rc its result; 1 if more are
+** waiting. Replaced records are garbage: gc is due. */
+static int queue_pass(struct bg *b, const char *what, int rc, uint64_t done, uint64_t looked,
+                      uint64_t before, uint64_t after)
+{
+    if (rc < 0) ck_log(CK_LOG_ERR, "%s: %s", what, strerror(-rc));
+    if (done) {
+        ck_log(CK_LOG_DEBUG, "%s: %llu of %llu blocks, %llu -> %llu bytes", what,
+               (unsigned long long)done, (unsigned long long)looked,
+               (unsigned long long)before, (unsigned long long)after);
+        gc_due(b);
+    }
+    return rc > 0;
+}
+
 /* Older blocks as deltas against their successors (reverse.h), a batch at
 ** a time; 1 if more are waiting. */
 static int reverse_once(struct bg *b)
 {
     struct reverse_stats s = {0};
     int rc = reverse_pending(b->st, &b->stop, BG_REVERSE_BATCH, &s);
-    if (rc < 0) ck_log(CK_LOG_ERR, "reverse deltas: %s", strerror(-rc));
-    if (s.reversed) {
-        ck_log(CK_LOG_DEBUG, "reverse deltas: %llu of %llu blocks, %llu -> %llu bytes",
-               (unsigned long long)s.reversed, (unsigned long long)s.pairs,
-               (unsigned long long)s.before, (unsigned long long)s.after);
-        gc_due(b);
-    }
-    return rc > 0;
+    return queue_pass(b, "reverse deltas", rc, s.reversed, s.pairs, s.before, s.after);
 }
 
 /* Blocks writers stored raw, compressed (compress.h), a batch at a time;
@@ -131,14 +140,8 @@ static int compress_once(struct bg *b)
 {
     struct compress_stats s = {0};
     int rc = compress_pending(b->st, &b->stop, BG_COMPRESS_BATCH, &s);
-    if (rc < 0) ck_log(CK_LOG_ERR, "compressing raw blocks: %s", strerror(-rc));
-    if (s.compressed) {
-        ck_log(CK_LOG_DEBUG, "compressed %llu of %llu raw blocks, %llu -> %llu bytes",
-               (unsigned long long)s.compressed, (unsigned long long)s.blocks,
-               (unsigned long long)s.before, (unsigned long long)s.after);
-        gc_due(b);
-    }
-    return rc > 0;
+    return queue_pass(b, "compressing raw blocks", rc, s.compressed, s.blocks, s.before,
+                      s.after);
 }
 
 /* Commits here, or anything another connection wrote, may have made garbage. */
