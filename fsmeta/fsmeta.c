@@ -417,6 +417,7 @@ static int commit_txn(fsmeta *m)
     if (rc == 0) rc = run(m, stmt(m, S_COMMIT));
     if (rc < 0) {
         if (!sqlite3_get_autocommit(m->db)) run(m, stmt(m, S_ROLLBACK));
+        m->lost = 1;
         if (m->group)
             ck_log(CK_LOG_ERR, "metadata commit failed (%s): changes of the last %.0f ms lost",
                    strerror(-rc), (double)(ck_now_ns() - m->opened) / 1e6);
@@ -527,6 +528,14 @@ int fsmeta_group(fsmeta *m, int on)
     m->group = on && !m->readonly;
     unlock(m);
     return rc;
+}
+
+int fsmeta_lost(fsmeta *m)
+{
+    lock(m);
+    int lost = m->lost;
+    unlock(m);
+    return lost;
 }
 
 int fsmeta_flush(fsmeta *m, int64_t older_ns)

@@ -137,6 +137,9 @@ void fsmeta_set_pre_commit(fsmeta *m, int (*fn)(void *ctx), void *ctx);
 ** transactions then share one commit: one pack sync, each page written
 ** once. Off: commits the open transaction. */
 int fsmeta_group(fsmeta *m, int on);
+/* 1 if a COMMIT of this handle failed since it was opened: what it held
+** is not in meta.db, though the packs may hold its manifests. */
+int fsmeta_lost(fsmeta *m);
 /* Commit the open group transaction if it began at least older_ns ago. */
 int fsmeta_flush(fsmeta *m, int64_t older_ns);
 

@@ -68,6 +68,7 @@ struct fsmeta {
     int64_t opened; /* when it began (ns) */
     int (*pre_commit)(void *ctx);
     void *pre_ctx;
+    int lost; /* a COMMIT failed since open (fsmeta_lost) */
 };
 
 /* Map an SQLite result code to an errno, logging the unexpected ones. */

@@ -751,6 +751,7 @@ static int commit_dirty(struct ingest *ig, struct ifile *n, int durable, int pro
         rc = fsmeta_end(st->meta, rc);
     }
     if (rc < 0) {
+        store_note_unreplayed(st); /* its manifest is in the packs */
         free(v);
         return rc;
     }

@@ -779,20 +779,23 @@ static uint64_t next_header(int fd, uint64_t from, uint64_t size)
 /* The records of pack id to cb. Where no record starts: stop with -EIO
 ** (*bad_off the place) when skipped is NULL, else look for the next valid
 ** header and add the bytes passed over to *skipped. */
-static int scan_records(packset *ps, uint32_t id, pack_scan_cb cb, void *ctx,
+static int scan_records(packset *ps, uint32_t id, uint64_t from, pack_scan_cb cb, void *ctx,
                         uint64_t *bad_off, uint64_t *skipped)
 {
     int fd;
     uint64_t size;
     CK_TRY(pack_size(ps, id, &size));
     CK_TRY(get_fd(ps, id, &fd)); /* scanners (fsck, gc) do not race pack_remove */
-    if (ps->src.fill) CK_TRY(ps->src.fill(ps->src.ctx, id, 0, size)); /* read it all */
+    uint64_t off = CK_MAX(from, (uint64_t)PACK_FILE_HDR);
+    if (ps->src.fill) { /* the header and what is scanned */
+        CK_TRY(ps->src.fill(ps->src.ctx, id, 0, CK_MIN(size, (uint64_t)PACK_FILE_HDR)));
+        if (off < size) CK_TRY(ps->src.fill(ps->src.ctx, id, off, size - off));
+    }
     uint8_t h[PACK_FILE_HDR];
     *bad_off = 0;
     if (size < PACK_FILE_HDR || ck_pread_full(fd, h, sizeof h, 0) < 0 ||
         memcmp(h, file_magic, 8) != 0 || ck_get32(h + 12) != id)
         return -EIO;
-    uint64_t off = PACK_FILE_HDR;
     while (off < size) {
         uint8_t rh[PACK_REC_HDR];
         struct pack_rec r;
@@ -818,15 +821,16 @@ static int scan_records(packset *ps, uint32_t id, pack_scan_cb cb, void *ctx,
 
 int pack_scan(packset *ps, uint32_t id, pack_scan_cb cb, void *ctx, uint64_t *bad_off)
 {
-    return scan_records(ps, id, cb, ctx, bad_off, NULL);
+    return scan_records(ps, id, 0, cb, ctx, bad_off, NULL);
 }
 
 
-int pack_scan_all(packset *ps, uint32_t id, pack_scan_cb cb, void *ctx, uint64_t *skipped)
+int pack_scan_all(packset *ps, uint32_t id, uint64_t from, pack_scan_cb cb, void *ctx,
+                  uint64_t *skipped)
 {
     uint64_t bad_off;
     *skipped = 0;
-    return scan_records(ps, id, cb, ctx, &bad_off, skipped);
+    return scan_records(ps, id, from, cb, ctx, &bad_off, skipped);
 }
 
 int pack_peek(packset *ps, uint32_t id, uint64_t off, void *buf, size_t len)

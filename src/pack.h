@@ -163,8 +163,10 @@ int pack_scan(packset *ps, uint32_t pack_id, pack_scan_cb cb, void *ctx,
 
 /* pack_scan that goes on past damage: where no record starts, it looks
 ** for the next valid header (a crash can leave a torn record followed by
-** complete ones) and adds the bytes it skipped to *skipped. */
-int pack_scan_all(packset *ps, uint32_t pack_id, pack_scan_cb cb, void *ctx,
+** complete ones) and adds the bytes it skipped to *skipped. It starts at
+** offset from, which must be where a record starts or padding begins (a
+** size the pack had), or 0 for its first record. */
+int pack_scan_all(packset *ps, uint32_t pack_id, uint64_t from, pack_scan_cb cb, void *ctx,
                   uint64_t *skipped);
 /* The first len bytes of the payload of the record at (pack_id, off),
 ** unchecked (a scanner's look at a delta's base). */

@@ -41,7 +41,9 @@ struct mani {
 struct scan {
     struct store *st;
     uint32_t pack, from_pack; /* scanning pack; first pack to scan */
+    uint64_t from_off;        /* where in from_pack: the replay mark */
     int replay;               /* rebuild_replay: meta.db has rows already */
+    int unsure;               /* a manifest or pack could not be read */
     struct rec *r;
     size_t nr, capr;
     struct mani *m;
@@ -59,7 +61,7 @@ static int add_manifest(struct scan *s, uint64_t off, const struct pack_rec *pr)
     struct pack_rec want = *pr;
     int rc = pack_read(s->st->packs, s->pack, off, &want, buf);
     static _Thread_local struct manifest m;
-    if (rc < 0 && rc != -ENOMEM) rc = 1; /* unreadable: skipped */
+    if (rc < 0 && rc != -ENOMEM) rc = 1, s->unsure = 1; /* unreadable: skipped */
     if (rc == 0 && (pr->codec != CODEC_RAW || pr->raw_len != pr->stored_len ||
                     XXH3_64bits(buf, pr->stored_len) != pr->hash ||
                     manifest_decode(buf, pr->stored_len, &m) < 0))
@@ -121,10 +123,12 @@ static int scan_packs(struct scan *s)
         uint64_t size, skipped = 0;
         if (pack_size(s->st->packs, id, &size) < 0) continue; /* removed by gc */
         s->pack = id;
-        int rc = pack_scan_all(s->st->packs, id, scan_one, s, &skipped);
+        uint64_t from = id == s->from_pack ? s->from_off : 0;
+        int rc = pack_scan_all(s->st->packs, id, from, scan_one, s, &skipped);
         if (s->err) return s->err;
         if (rc < 0)
             ck_log(CK_LOG_WARN, "pack %u: unreadable header, skipped (%s)", id, strerror(-rc));
+        s->unsure |= rc < 0;
         s->rep->packs += rc == 0;
         s->rep->skipped_bytes += skipped;
     }
@@ -422,15 +426,29 @@ static int load_known(struct scan *s)
     return 0;
 }
 
+/* Where a replay starts: the pack of the manifest committed last, or the
+** replay mark when that is further on. */
+static int replay_start(struct scan *s)
+{
+    uint32_t pack = 1, mpack;
+    uint64_t moff, size;
+    int rc = fsmeta_last_manifest_pack(s->st->meta, &pack);
+    if (rc < 0 && rc != -ENOENT) return rc;
+    s->from_pack = rc == 0 ? pack : 1;
+    if (store_replay_mark(s->st, &mpack, &moff) < 0 || mpack < s->from_pack) return 0;
+    s->from_pack = mpack;
+    /* A pack shorter than its mark is not the one marked: scanned whole. */
+    s->from_off = pack_size(s->st->packs, mpack, &size) == 0 && size >= moff ? moff : 0;
+    return 0;
+}
+
 int rebuild_replay(struct store *st, struct rebuild_report *rep)
 {
     memset(rep, 0, sizeof *rep);
-    uint32_t from = 1;
-    int rc = fsmeta_last_manifest_pack(st->meta, &from);
-    if (rc < 0 && rc != -ENOENT) return rc;
-    struct scan s = {.st = st, .rep = rep, .from_pack = rc == 0 ? from : 1, .replay = 1};
+    struct scan s = {.st = st, .rep = rep, .replay = 1};
     struct index x = {0};
-    rc = scan_packs(&s);
+    int rc = replay_start(&s);
+    if (rc == 0) rc = scan_packs(&s);
     if (rc == 0 && keep_newer(&s) > 0) {
         /* Blocks by hash: a standalone record of the same bytes is no
         ** better than meta.db's own, whose base hash this does not know. */
@@ -440,6 +458,7 @@ int rebuild_replay(struct store *st, struct rebuild_report *rep)
         if (rc == 0) rc = fsmeta_compress_requeue(st->meta);
         if (rc == 0) rc = fsmeta_sync(st->meta);
     }
+    if (rc == 0 && !s.unsure) rc = store_replayed(st);
     scan_free(&s, &x);
     return rc;
 }
@@ -465,6 +484,7 @@ int rebuild_store(struct store *st, struct rebuild_report *rep)
     if (rc > 0) rc = 0;
     if (rc == 0) rc = fsmeta_compress_requeue(st->meta); /* the hints are lost */
     if (rc == 0) rc = fsmeta_sync(st->meta);
+    if (rc == 0 && !s.unsure) rc = store_replayed(st);
     scan_free(&s, &x);
     return rc;
 }

@@ -76,6 +76,63 @@ static int set_meta_aside(struct store *st)
     return fsync(st->dirfd) < 0 ? -errno : 0;
 }
 
+/* ---- the replay mark ---- */
+
+#define REPLAY_KEY "replay_from"
+
+/* The newest pack that exists and its size; pack 0 if there is none. */
+static void packs_end(struct store *st, uint32_t *pack, uint64_t *size)
+{
+    *size = 0;
+    for (*pack = pack_max_id(st->packs); *pack > 0; --*pack)
+        if (pack_size(st->packs, *pack, size) == 0) return;
+}
+
+int store_replay_mark(struct store *st, uint32_t *pack, uint64_t *off)
+{
+    char v[64];
+    unsigned long p;
+    unsigned long long o;
+    CK_TRY(fsmeta_config_get(st->meta, REPLAY_KEY, v, sizeof v));
+    if (sscanf(v, "%lu %llu", &p, &o) != 2 || p > UINT32_MAX) return -ENOENT;
+    *pack = (uint32_t)p;
+    *off = o;
+    return 0;
+}
+
+static int set_mark(struct store *st)
+{
+    uint32_t pack;
+    uint64_t size;
+    char v[64];
+    packs_end(st, &pack, &size);
+    snprintf(v, sizeof v, "%lu %llu", (unsigned long)pack, (unsigned long long)size);
+    CK_TRY(fsmeta_config_set(st->meta, REPLAY_KEY, v));
+    return fsmeta_sync(st->meta);
+}
+
+int store_replayed(struct store *st)
+{
+    CK_TRY(set_mark(st));
+    st->replayed = 1;
+    return 0;
+}
+
+void store_note_unreplayed(struct store *st)
+{
+    __atomic_store_n(&st->unreplayed, 1, __ATOMIC_RELEASE);
+}
+
+/* At open: nothing was appended since the mark (a clean close). */
+static int mark_at_end(struct store *st)
+{
+    uint32_t pack, end;
+    uint64_t off, size;
+    if (store_replay_mark(st, &pack, &off) < 0) return 0;
+    packs_end(st, &end, &size);
+    return end < pack || (end == pack && size == off);
+}
+
 static int open_parts(struct store *st)
 {
     const struct store_opts *o = &st->o;
@@ -93,6 +150,7 @@ static int open_parts(struct store *st)
                            .reserve_bytes = o->reserve_bytes,
                            .behind_bytes = o->behind_bytes, .readonly = !rw};
     CK_TRY(pack_open(p, &po, &st->packs));
+    st->replayed = rw && mark_at_end(st);
     return bcache_create(o->cache_bytes, &st->cache);
 }
 
@@ -214,8 +272,12 @@ const char *store_strerror(int rc)
 void store_close(struct store *st)
 {
     if (!st) return;
+    int rw = st->meta && !st->o.readonly && !st->o.shared;
     pool_destroy(st->workers);
     pool_destroy(st->readers);
+    if (rw && st->replayed && !__atomic_load_n(&st->unreplayed, __ATOMIC_ACQUIRE) &&
+        !fsmeta_lost(st->meta) && set_mark(st) < 0)
+        ck_log(CK_LOG_WARN, "could not mark the packs replayed: the next mount scans them");
     bcache_destroy(st->cache);
     pack_close(st->packs);
     fsmeta_close(st->meta);

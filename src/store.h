@@ -81,6 +81,8 @@ struct store {
     pthread_mutex_t pin_mu;
     struct store_pin *pins; /* write sessions in progress */
     char meta_aside[64];    /* rebuild: the name meta.db was given; "" none */
+    int replayed;           /* store_replayed: every manifest is judged */
+    int unreplayed;         /* store_note_unreplayed (atomic) */
 };
 
 void store_default_opts(struct store_opts *o);
@@ -92,6 +94,22 @@ void store_default_opts(struct store_opts *o);
 ** (other files; allowed with init_nonempty). store_strerror says which. */
 int store_open(const char *path, const struct store_opts *o, struct store **out);
 void store_close(struct store *st);
+
+/* The replay mark (meta.db's config "replay_from"): every manifest the
+** packs hold before (pack, off) is in meta.db, or was judged by a replay
+** (rebuild.h), so the next replay starts there. Packs are only appended to
+** and a pack id names one content for good, so the mark stays true as the
+** store grows; meta.db holds it, so an older meta.db put back brings its
+** own, older mark. get: -ENOENT if the store has none. */
+int store_replay_mark(struct store *st, uint32_t *pack, uint64_t *off);
+/* A replay judged every manifest the packs hold: the mark moves to their
+** end, and store_close moves it again to the end of what this opener
+** appended, unless one of its commits failed. A read-write open whose mark
+** is at the end already counts as replayed. */
+int store_replayed(struct store *st);
+/* A manifest was appended whose commit then failed: store_close leaves
+** the mark before it, for the next mount's replay. */
+void store_note_unreplayed(struct store *st);
 /* What a store_open error means, for a user. */
 const char *store_strerror(int rc);
 /* Start the compression workers and the decode-ahead threads (after any

@@ -701,7 +701,7 @@ START_TEST(test_scan_all_past_damage)
     ck_assert_int_eq(pack_scan(ps, 1, visit_cb, &v, &bad), -EIO);
     ck_assert_int_eq(v.n, 2);
     memset(&v, 0, sizeof v);
-    ck_assert_int_eq(pack_scan_all(ps, 1, visit_cb, &v, &skipped), 0);
+    ck_assert_int_eq(pack_scan_all(ps, 1, 0, visit_cb, &v, &skipped), 0);
     ck_assert_int_eq(v.n, 4);
     int want[4] = {0, 1, 3, 4};
     for (int i = 0; i < 4; i++) {
@@ -709,6 +709,14 @@ START_TEST(test_scan_all_past_damage)
         ck_assert_uint_eq(v.r[i].flags, x[want[i]].r.flags);
     }
     ck_assert_uint_eq(skipped, PACK_REC_HDR + x[2].r.stored_len);
+    /* From an offset (a replay mark): only what lies past it, the damage
+    ** before it unseen. */
+    memset(&v, 0, sizeof v);
+    ck_assert_int_eq(pack_scan_all(ps, 1, x[3].off, visit_cb, &v, &skipped), 0);
+    ck_assert_int_eq(v.n, 2);
+    ck_assert_uint_eq(v.off[0], x[3].off);
+    ck_assert_uint_eq(v.off[1], x[4].off);
+    ck_assert_uint_eq(skipped, 0);
     check_read(ps, &x[4]);
     pack_close(ps);
     for (int i = 0; i < 5; i++) free(x[i].data);
@@ -877,7 +885,7 @@ START_TEST(test_scan_fills_dropped)
     pack_set_source(ps, &(struct pack_source){.fill = saved_fill, .ctx = &sv});
     struct visit v = {0};
     uint64_t skipped = 1;
-    ck_assert_int_eq(pack_scan_all(ps, 1, visit_cb, &v, &skipped), 0);
+    ck_assert_int_eq(pack_scan_all(ps, 1, 0, visit_cb, &v, &skipped), 0);
     ck_assert_int_eq(v.n, N);
     ck_assert_uint_eq(skipped, 0);
     ck_assert_int_ge(sv.fills, 1);

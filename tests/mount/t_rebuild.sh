@@ -10,7 +10,10 @@
 #   2. the WAL deleted; 3. the WAL cut to half; 4. cut to 0 bytes;
 #   5. meta.db replaced by a copy taken before the last files were written.
 # In cases 2-5 the mount itself finds the commits meta.db lost in the packs
-# and commits them again (rebuild_replay), saying so in its log; in every
+# and commits them again (rebuild_replay), saying so in its log (in case 5
+# after an offline `ckptctl recode`, which must leave that to the mount),
+# and a clean unmount then moves the replay mark to the end of the packs
+# (nothing left for the next mount to scan); in every
 # case `ckptctl rebuild` does too. Either way every fsync'd file is back
 # byte-exact at its path, with both versions of the file written twice,
 # fsck and verify are clean afterwards, the old metadata is kept beside it
@@ -84,12 +87,28 @@ check_files()
     same_file "$T/config.v1" "$vdir/$(ls "$vdir" | head -1)"
 }
 
+# mark_at_end WHAT: the replay mark (ckptfs(5), config replay_from) names
+# the end of the newest pack.
+mark_at_end()
+{
+    python3 - "$STORE" <<'PY' || fail "$1: the replay mark is not at the end of the packs"
+import os, sqlite3, sys
+store = sys.argv[1]
+db = sqlite3.connect(f"file:{store}/meta.db?mode=ro", uri=True)
+row = db.execute("SELECT value FROM config WHERE CAST(key AS TEXT) = 'replay_from'").fetchone()
+last = sorted(f for f in os.listdir(f"{store}/packs") if f.endswith(".pack"))[-1]
+want = f"{int(last[:-5])} {os.path.getsize(os.path.join(store, 'packs', last))}"
+sys.exit(0 if row and row[0] == want else f"mark {row}, packs end at {want}")
+PY
+}
+
 # check_replayed WHAT: the mount alone brings every file back.
 check_replayed()
 {
     mount_fs
     check_files "$1 (mount)"
     umount_fs
+    mark_at_end "$1: after the mount's replay"
     store_clean "$1: after the mount's replay"
     log "$1: the mount replayed what meta.db lost"
 }
@@ -122,6 +141,7 @@ names=("" "" "WAL deleted" "WAL cut to half" "WAL cut to 0" "older meta.db")
 for c in 2 3 4 5; do
     log "$c. ${names[$c]}"
     damage "$c"
+    [ "$c" -ne 5 ] || expect_status 0 "an offline tool before the mount" "$CKPTCTL" recode "$STORE"
     check_replayed "${names[$c]}"
     damage "$c"
     check_rebuilt "${names[$c]}"
