@@ -308,6 +308,57 @@ struct rd {
     uint64_t pos; /* bits */
 };
 
+/* Rounds of the fast loop every stream can take with no check: a round
+** reads 8 bytes from each stream's byte position, consumes at most 4 codes
+** (4 * maxlen bits) and writes at most 8 symbols, and 9 must stay left. */
+static size_t rounds_left(const struct rd r[4], const size_t cnt[4], const size_t got[4],
+                          int maxlen)
+{
+    size_t n = SIZE_MAX;
+    for (int k = 0; k < 4; k++) {
+        size_t at = (size_t)(r[k].pos >> 3);
+        if (cnt[k] < got[k] + 9 || r[k].len < at + 8) return 0;
+        size_t by_out = (cnt[k] - got[k] - 9) / 8 + 1;
+        size_t by_in = (r[k].len - at - 8) * 8 / (4 * (size_t)maxlen) + 1;
+        n = CK_MIN(n, CK_MIN(by_out, by_in));
+    }
+    return n;
+}
+
+/* One round of the fast loop: per 64-bit load, four lookups in the
+** two-symbol table from each stream, the four streams interleaved so that
+** their lookups overlap. rounds_left says how many need no check. */
+static inline __attribute__((always_inline)) void
+fast_round(struct rd r[4], uint8_t *const o[4], size_t got[4], const uint32_t *tab2,
+           unsigned mask)
+{
+    uint64_t v0 = load64(r[0].s + (r[0].pos >> 3)) >> (r[0].pos & 7);
+    uint64_t v1 = load64(r[1].s + (r[1].pos >> 3)) >> (r[1].pos & 7);
+    uint64_t v2 = load64(r[2].s + (r[2].pos >> 3)) >> (r[2].pos & 7);
+    uint64_t v3 = load64(r[3].s + (r[3].pos >> 3)) >> (r[3].pos & 7);
+    uint8_t *p0 = o[0] + got[0], *p1 = o[1] + got[1], *p2 = o[2] + got[2],
+            *p3 = o[3] + got[3];
+    unsigned b0 = 0, b1 = 0, b2 = 0, b3 = 0;
+#define STEP(k) do {                                \
+        uint32_t e = tab2[(v##k >> b##k) & mask];   \
+        p##k[0] = (uint8_t)e;                       \
+        p##k[1] = (uint8_t)(e >> 8);                \
+        p##k += (e >> 16) & 0xff;                   \
+        b##k += e >> 24;                            \
+    } while (0)
+    for (int j = 0; j < 4; j++) {
+        STEP(0);
+        STEP(1);
+        STEP(2);
+        STEP(3);
+    }
+#undef STEP
+    r[0].pos += b0, got[0] = (size_t)(p0 - o[0]);
+    r[1].pos += b1, got[1] = (size_t)(p1 - o[1]);
+    r[2].pos += b2, got[2] = (size_t)(p2 - o[2]);
+    r[3].pos += b3, got[3] = (size_t)(p3 - o[3]);
+}
+
 /* Up to 64 bits at bit position pos, zero past the end. */
 static inline uint64_t peek_safe(const struct rd *r)
 {
@@ -375,42 +426,12 @@ int huf_decode(const uint8_t *src, size_t len, uint8_t *dst, size_t n)
         o[k] = dst + a;
         cnt[k] = b - a;
     }
-    /* Fast path: per 64-bit load, four lookups in the two-symbol table
-    ** from each stream, the four streams interleaved so lookups overlap. */
     uint32_t tab2[1 << HUF_MAX_BITS];
     pair_table(tab, maxlen, tab2);
     size_t got[4] = {0, 0, 0, 0};
-    for (;;) {
-        int ok = 1;
-        for (int k = 0; k < 4; k++)
-            ok &= cnt[k] >= got[k] + 9 && (r[k].pos >> 3) + 8 <= r[k].len;
-        if (!ok) break;
-        uint64_t v0 = load64(r[0].s + (r[0].pos >> 3)) >> (r[0].pos & 7);
-        uint64_t v1 = load64(r[1].s + (r[1].pos >> 3)) >> (r[1].pos & 7);
-        uint64_t v2 = load64(r[2].s + (r[2].pos >> 3)) >> (r[2].pos & 7);
-        uint64_t v3 = load64(r[3].s + (r[3].pos >> 3)) >> (r[3].pos & 7);
-        uint8_t *p0 = o[0] + got[0], *p1 = o[1] + got[1], *p2 = o[2] + got[2],
-                *p3 = o[3] + got[3];
-        unsigned b0 = 0, b1 = 0, b2 = 0, b3 = 0;
-#define STEP(k) do {                                                \
-        uint32_t e = tab2[(v##k >> b##k) & mask];                   \
-        p##k[0] = (uint8_t)e;                                       \
-        p##k[1] = (uint8_t)(e >> 8);                                \
-        p##k += (e >> 16) & 0xff;                                   \
-        b##k += e >> 24;                                            \
-    } while (0)
-        for (int j = 0; j < 4; j++) {
-            STEP(0);
-            STEP(1);
-            STEP(2);
-            STEP(3);
-        }
-#undef STEP
-        r[0].pos += b0, got[0] = (size_t)(p0 - o[0]);
-        r[1].pos += b1, got[1] = (size_t)(p1 - o[1]);
-        r[2].pos += b2, got[2] = (size_t)(p2 - o[2]);
-        r[3].pos += b3, got[3] = (size_t)(p3 - o[3]);
-    }
+    size_t safe;
+    while ((safe = rounds_left(r, cnt, got, maxlen)) > 0)
+        while (safe--) fast_round(r, o, got, tab2, mask);
     for (int k = 0; k < 4; k++)
         CK_TRY(decode_tail(&r[k], tab, mask, o[k] + got[k], cnt[k] - got[k]));
     return 0;
