@@ -24,6 +24,10 @@ enum { PL_RAW = 0, PL_HUF = 1, PL_ZSTD = 2, PL_CONST = 3, PL_RANS = 4 };
 
 static double rans_gain(int pref) { return pref == BSTREAM_SMALL ? 1.0 : RANS_GAIN; }
 
+/* The most a coded stream of n bytes may take (bstream.h): it must save
+** 1/64, or under BSTREAM_FAST a tenth. */
+static size_t most(size_t n, int pref) { return n - n / (pref == BSTREAM_SMALL ? 64 : 10); }
+
 double bstream_entropy(const uint32_t hist[256], size_t tot, size_t cnt)
 {
     if (tot == 0) return 0;
@@ -53,7 +57,8 @@ double bstream_cost(const uint32_t hist[256], size_t tot, size_t n, int pref)
     double huf = 3 + (hi - lo + 2) / 2 + 6 + bits * scale;
     /* rANS: the entropy, a varint a frequency, four states (rans.h). */
     double rans = 2 + 1.5 * (hi - lo + 1) + (n >= RANS_SPLIT ? 20 : 5) + ent * scale;
-    return BSTREAM_HDR + CK_MIN(rans < rans_gain(pref) * huf ? rans : huf, (double)n);
+    double coded = rans < rans_gain(pref) * huf ? rans : huf;
+    return BSTREAM_HDR + (coded <= (double)most(n, pref) ? coded : (double)n);
 }
 
 static int zstd_stream(const uint8_t *p, size_t cnt, uint8_t *dst, size_t cap, size_t *len)
@@ -76,7 +81,8 @@ size_t bstream_put(const uint8_t *p, size_t cnt, uint8_t *dst, size_t cap, int p
         size_t tot = 0;
         for (size_t a = 0; a + SAMPLE_RUN <= cnt; a += SAMPLE_EVERY, tot += SAMPLE_RUN)
             for (size_t i = a; i < a + SAMPLE_RUN; i++) sh[p[i]]++;
-        if (bstream_entropy(sh, tot, cnt) > 0.97 * (double)cnt) goto raw;
+        double floor = pref == BSTREAM_SMALL ? 0.97 * (double)cnt : (double)most(cnt, pref);
+        if (bstream_entropy(sh, tot, cnt) > floor) goto raw;
     }
     huf_hist(p, cnt, hist);
     uint32_t top = 0;
@@ -95,11 +101,12 @@ size_t bstream_put(const uint8_t *p, size_t cnt, uint8_t *dst, size_t cap, int p
     size_t room = cap - BSTREAM_HDR;
     uint16_t freq[256];
     double rs = rans_norm(hist, cnt, freq) == 0 ? rans_cost(hist, cnt, cnt, freq) : (double)cnt;
-    int use_rans = rs < rans_gain(pref) * (double)(hs ? hs : cnt) && rs < (double)(cnt - cnt / 64);
+    size_t most_len = most(cnt, pref);
+    int use_rans = rs < rans_gain(pref) * (double)(hs ? hs : cnt) && rs <= (double)most_len;
     double best = use_rans ? rs : (double)(hs ? CK_MIN(hs, cnt) : cnt);
     /* A dominant byte means runs; zstd codes a run in a few bytes. */
     if (top > cnt / 2 + cnt / 8 && zstd_stream(p, cnt, out, room, &zs) == 0 &&
-        (double)zs < best) {
+        (double)zs < best && zs <= most_len) {
         codec = PL_ZSTD;
         len = zs;
         goto done;
@@ -112,9 +119,9 @@ size_t bstream_put(const uint8_t *p, size_t cnt, uint8_t *dst, size_t cap, int p
             goto done;
         }
     }
-    if (hs && hs < cnt - cnt / 64) {
+    if (hs && hs <= most_len) {
         size_t h = huf_encode(p, cnt, hist, out, room);
-        if (h && h < cnt) {
+        if (h && h <= most_len) {
             codec = PL_HUF;
             len = h;
             goto done;

@@ -1063,7 +1063,8 @@ static int bs_rt(const uint8_t *p, size_t n, int pref, size_t *len)
 
 /* Exponent bytes keep Huffman under BSTREAM_FAST (standalone decode
 ** speed); a plane Huffman codes half again over its entropy takes rANS
-** either way; BSTREAM_SMALL is never larger. */
+** either way; one coding shrinks by a twentieth is coded only under
+** BSTREAM_SMALL; BSTREAM_SMALL is never larger. */
 START_TEST(test_bstream_pref)
 {
     size_t n = MiB, lf, ls;
@@ -1080,6 +1081,11 @@ START_TEST(test_bstream_pref)
     ck_assert_int_eq(bs_rt(p, n, BSTREAM_FAST, &lf), 4);
     ck_assert_int_eq(bs_rt(p, n, BSTREAM_SMALL, &ls), 4);
     ck_assert_uint_lt(lf, n / 8); /* below Huffman's floor of a bit */
+    for (size_t i = 0; i < n; i++) /* 128 values at 1/64, 64 at 1/256: 7.5 bits */
+        p[i] = (uint8_t)(ut_rand(&s) % 4 ? ut_rand(&s) % 128 : 128 + ut_rand(&s) % 64);
+    ck_assert_int_eq(bs_rt(p, n, BSTREAM_FAST, &lf), 0);
+    ck_assert_int_ne(bs_rt(p, n, BSTREAM_SMALL, &ls), 0);
+    ck_assert_uint_lt(ls, n - n / 64);
     ut_fill_random(p, n, 43); /* no coder shrinks noise: stored raw */
     ck_assert_int_eq(bs_rt(p, n, BSTREAM_FAST, &lf), 0);
     free(p);
