@@ -10,6 +10,7 @@
 #include "bbuf.h"
 #include "common.h"
 #include "cutter.h"
+#include "fmt.h"
 #include "manifest.h"
 #include "xbase.h"
 
@@ -47,6 +48,8 @@ struct ifile {
                               since its last change: a commit is owed */
     uint64_t famkey;       /* hash of the cutter's family, 0 if none: read
                               without mu, to skip others' families unlocked */
+    int narrow;            /* the cutter met a BF16 tensor, a narrow base for
+                              fp32 files beside it (xbase.h): read without mu */
     int lost;              /* an owed commit failed: the next fsync says so */
     uint64_t size;         /* current size while not clean */
     int64_t mtime, ctime;  /* times of the last change while not clean */
@@ -261,6 +264,7 @@ static void drop_stream(struct ifile *n)
     cutter_free(n->cut);
     n->cut = NULL;
     __atomic_store_n(&n->famkey, 0, __ATOMIC_RELEASE);
+    __atomic_store_n(&n->narrow, 0, __ATOMIC_RELEASE);
     xbase_free(n->xb);
     n->xb = NULL;
 }
@@ -311,7 +315,9 @@ static void find_base(struct ingest *ig, struct ifile *n)
 }
 
 /* Before fp32 tensors look for the bf16 model beside them (xbase.h): the
-** model file closed a moment ago in the same directory must be committed. */
+** model file closed a moment ago in the same directory must be committed.
+** Files there without BF16 tensors are left owed (ingest_settle): an fp32
+** model's commit waits for its encoding, which the writer need not. */
 static void settle_siblings(struct ingest *ig, struct ifile *n)
 {
     struct store *st = ig->st;
@@ -335,6 +341,7 @@ static void hint_for(struct ingest *ig, struct ifile *n, const uint8_t *raw, uin
         find_base(ig, n);
         t = cutter_hint(n->cut, off, len, h);
     }
+    if (t && t->dtype == FMT_BF16) __atomic_store_n(&n->narrow, 1, __ATOMIC_RELEASE);
     /* The newest version decodes alone: the block of the version before
     ** becomes a delta against this one later, in the background. */
     h->pred_only = h->has_base;
@@ -863,7 +870,8 @@ int ingest_settle(struct ingest *ig, struct node *node, const char *fam, uint64_
         return 0;
     uint64_t parent;
     char name[256];
-    if (dir && (fsmeta_name_of(st->meta, n->node.ino, &parent, name, sizeof name) < 0 ||
+    if (dir && (!__atomic_load_n(&n->narrow, __ATOMIC_ACQUIRE) ||
+                fsmeta_name_of(st->meta, n->node.ino, &parent, name, sizeof name) < 0 ||
                 parent != dir))
         return 0;
     pthread_mutex_lock(&n->mu);

@@ -1119,6 +1119,66 @@ START_TEST(test_rebuild_requeues_raw)
 }
 END_TEST
 
+struct flusher {
+    struct fx *f;
+    struct node *n;
+    const uint8_t *buf;
+    size_t len;
+    int done; /* atomic */
+};
+
+/* Write w's file from offset 0 and close it (flush: its commit is owed). */
+static void *write_flush(void *arg)
+{
+    struct flusher *w = arg;
+    for (size_t off = 0; off < w->len; off += 9973)
+        wr(w->f, w->n, w->buf + off, CK_MIN((size_t)9973, w->len - off), off);
+    ck_assert_int_eq(ingest_flush(&w->f->ig, w->n), 0);
+    __atomic_store_n(&w->done, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+/* An fp32 file written beside an fp32 one whose commit is owed does not
+** wait for that commit, which waits for the encoding of its blocks: only a
+** file with BF16 tensors can be the narrow base of its master weights
+** (xbase.h). The one worker is held by a gate, so waiting would be for
+** good; the gate opens after 10 s either way. */
+START_TEST(test_fp32_beside_owed)
+{
+    struct fx f;
+    ut_newdir(f.dir);
+    struct store_opts o = fx_opts(0, 0);
+    o.threads = 1;
+    fx_start_opts(&f, &o);
+    struct ut_tensor t = {"w", "F32", 4, 4 * BS};
+    size_t len, data;
+    uint8_t *a = weights(&t, &len, &data, 1), *b = weights(&t, &len, &data, 2);
+    struct gate g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
+    ck_assert_int_eq(pool_submit(f.st->workers, gate_job, &g, 0), 0);
+    struct node *na = pin(&f, fx_mkfile(&f, "a.safetensors"));
+    struct node *nb = pin(&f, fx_mkfile(&f, "b.safetensors"));
+    struct flusher wa = {&f, na, a, len, 0}, wb = {&f, nb, b, len, 0};
+    write_flush(&wa); /* its blocks wait behind the gate */
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, write_flush, &wb), 0);
+    for (int i = 0; i < 1000 && !__atomic_load_n(&wb.done, __ATOMIC_ACQUIRE); i++)
+        usleep(10000);
+    int done = __atomic_load_n(&wb.done, __ATOMIC_ACQUIRE);
+    gate_open(&g);
+    ck_assert_int_eq(pthread_join(th, NULL), 0);
+    ck_assert_msg(done, "b.safetensors waited for the commit of a.safetensors");
+    ck_assert_int_eq(ingest_commit(&f.ig, na, 0, 1), 0);
+    ck_assert_int_eq(ingest_commit(&f.ig, nb, 0, 1), 0);
+    check_content(&f, na, a, len);
+    check_content(&f, nb, b, len);
+    node_unpin(f.nt, na);
+    node_unpin(f.nt, nb);
+    fx_stop(&f);
+    free(a);
+    free(b);
+}
+END_TEST
+
 int main(void)
 {
     const TTest *const ingest_tests[] = {
@@ -1138,6 +1198,7 @@ int main(void)
         test_raw_behind,
         test_raw_noise,
         test_rebuild_requeues_raw,
+        test_fp32_beside_owed,
         NULL,
     };
     return ut_main("ingest", (const struct ut_tcase[]){
