@@ -738,10 +738,16 @@ START_TEST(test_enospc_keeps_committed)
 }
 END_TEST
 
+/* Write buf into n from offset 0 in uneven pieces. */
+static void write_pieces(struct fx *f, struct node *n, const uint8_t *buf, size_t len)
+{
+    for (size_t off = 0; off < len; off += 9973) wr(f, n, buf + off, CK_MIN((size_t)9973, len - off), off);
+}
+
 /* Stream buf into n from offset 0 in uneven pieces and commit (last close). */
 static void stream_file(struct fx *f, struct node *n, const uint8_t *buf, size_t len)
 {
-    for (size_t off = 0; off < len; off += 9973) wr(f, n, buf + off, CK_MIN((size_t)9973, len - off), off);
+    write_pieces(f, n, buf, len);
     ck_assert_int_eq(ingest_commit(&f->ig, n, 0, 1), 0);
 }
 
@@ -951,11 +957,14 @@ static size_t raw_chunks(struct fx *f, uint64_t ino, size_t *all)
     return raw;
 }
 
-/* Writers go raw only while store_space_raw's margin is free: without it
-** the raw tests' writers would wait behind the held workers until the
-** timeout. Say so instead. */
-static void need_raw_room(struct fx *f)
+/* A new store whose writers go raw behind busy workers (spill). They do
+** only while store_space_raw's margin is free: without it the raw tests'
+** writers would wait behind the held workers until the timeout. Say so
+** instead. */
+static void fx_start_raw(struct fx *f)
 {
+    ut_newdir(f->dir);
+    fx_start_with(f, 0, 1);
     int rc = store_space_raw(f->st, (uint64_t)64 << 20);
     ck_assert_msg(rc == 0, "too little free disk under %s for blocks stored raw "
                   "(a tenth of the filesystem, at least 1 GiB): %s", f->dir, strerror(-rc));
@@ -980,9 +989,7 @@ static uint8_t *weights(const struct ut_tensor *t, size_t *len, size_t *data, in
 START_TEST(test_raw_behind)
 {
     struct fx f;
-    ut_newdir(f.dir);
-    fx_start_with(&f, 0, 1);
-    need_raw_room(&f);
+    fx_start_raw(&f);
     struct ut_tensor t = {"w", "F32", 4, 12 * BS};
     size_t len, data, all;
     uint8_t *v1 = weights(&t, &len, &data, 1), *v2 = weights(&t, &len, &data, 2);
@@ -1048,9 +1055,7 @@ static uint64_t held_stream(struct fx *f, struct gate *g, const char *name, cons
 START_TEST(test_raw_noise)
 {
     struct fx f;
-    ut_newdir(f.dir);
-    fx_start_with(&f, 0, 1);
-    need_raw_room(&f);
+    fx_start_raw(&f);
     size_t len = 10 * BS + 123;
     uint8_t *noise = ut_xmalloc(len);
     ut_fill_random(noise, len, 9);
@@ -1084,9 +1089,7 @@ END_TEST
 START_TEST(test_rebuild_requeues_raw)
 {
     struct fx f;
-    ut_newdir(f.dir);
-    fx_start_with(&f, 0, 1);
-    need_raw_room(&f);
+    fx_start_raw(&f);
     struct ut_tensor t = {"w", "F32", 4, 12 * BS};
     size_t len, data;
     uint8_t *v1 = weights(&t, &len, &data, 1);
@@ -1131,8 +1134,7 @@ struct flusher {
 static void *write_flush(void *arg)
 {
     struct flusher *w = arg;
-    for (size_t off = 0; off < w->len; off += 9973)
-        wr(w->f, w->n, w->buf + off, CK_MIN((size_t)9973, w->len - off), off);
+    write_pieces(w->f, w->n, w->buf, w->len);
     ck_assert_int_eq(ingest_flush(&w->f->ig, w->n), 0);
     __atomic_store_n(&w->done, 1, __ATOMIC_RELEASE);
     return NULL;
