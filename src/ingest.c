@@ -859,20 +859,20 @@ int ingest_flush(struct ingest *ig, struct node *node)
     return rc;
 }
 
-int ingest_settle(struct ingest *ig, struct node *node, const char *fam, uint64_t dir)
+int ingest_settle(struct ingest *ig, struct node *node, const char *fam, uint64_t narrow_in)
 {
     struct ifile *n = ifile_of(node);
     struct store *st = ig->st;
     if (!__atomic_load_n(&n->flushed, __ATOMIC_ACQUIRE)) return 0;
-    /* Not n's family or directory: no need to wait for n's lock (a commit
-    ** may hold it). */
+    /* Not n's family, or not a narrow base in that directory: no need to
+    ** wait for n's lock (a commit may hold it). */
     if (fam && __atomic_load_n(&n->famkey, __ATOMIC_ACQUIRE) != XXH3_64bits(fam, strlen(fam)))
         return 0;
     uint64_t parent;
     char name[256];
-    if (dir && (!__atomic_load_n(&n->narrow, __ATOMIC_ACQUIRE) ||
-                fsmeta_name_of(st->meta, n->node.ino, &parent, name, sizeof name) < 0 ||
-                parent != dir))
+    if (narrow_in && (!__atomic_load_n(&n->narrow, __ATOMIC_ACQUIRE) ||
+                      fsmeta_name_of(st->meta, n->node.ino, &parent, name, sizeof name) < 0 ||
+                      parent != narrow_in))
         return 0;
     pthread_mutex_lock(&n->mu);
     const char *f = n->cut ? cutter_family(n->cut) : NULL;
@@ -890,21 +890,21 @@ void ingest_init(struct ingest *ig, struct store *st, node_table *nodes)
 struct settle {
     struct ingest *ig;
     const char *fam;
-    uint64_t dir;
+    uint64_t narrow_in;
     int rc;
 };
 
 static void settle_one(struct node *n, void *ctx)
 {
     struct settle *s = ctx;
-    int rc = ingest_settle(s->ig, n, s->fam, s->dir);
+    int rc = ingest_settle(s->ig, n, s->fam, s->narrow_in);
     if (s->rc == 0) s->rc = rc;
     node_unpin(s->ig->nodes, n);
 }
 
-int ingest_settle_all(struct ingest *ig, const char *fam, uint64_t dir)
+int ingest_settle_all(struct ingest *ig, const char *fam, uint64_t narrow_in)
 {
-    struct settle s = {ig, fam, dir, 0};
+    struct settle s = {ig, fam, narrow_in, 0};
     if (__atomic_load_n(&ig->owed, __ATOMIC_ACQUIRE) > 0) node_foreach(ig->nodes, settle_one, &s);
     return s.rc;
 }

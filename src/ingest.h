@@ -58,11 +58,11 @@ struct ingest {
 };
 
 void ingest_init(struct ingest *ig, struct store *st, node_table *nodes);
-/* Pay every owed commit of family fam (NULL: any), or with dir (0: any)
-** of the files in directory dir that hold BF16 tensors: what a reader of
-** the history, an fsync (NULL, 0), or a writer looking for its base
-** (xbase.h: its narrow base) must see committed. */
-int ingest_settle_all(struct ingest *ig, const char *fam, uint64_t dir);
+/* Pay every owed commit of family fam (NULL: any), or with narrow_in (0:
+** any) of the files in that directory that hold BF16 tensors: what a
+** reader of the history, an fsync (NULL, 0), or a writer looking for its
+** base (xbase.h: its narrow base) must see committed. */
+int ingest_settle_all(struct ingest *ig, const char *fam, uint64_t narrow_in);
 /* The error of an owed commit that failed since the last call, or 0. */
 int ingest_take_lost(struct ingest *ig);
 
@@ -76,13 +76,13 @@ int ingest_commit(struct ingest *ig, struct node *n, int durable, int final);
 ** dirty file commits (provisionally) now. */
 int ingest_flush(struct ingest *ig, struct node *n);
 /* Pay n's owed commit, if it has one (provisionally: its release promotes
-** it); with fam, only if n is of that family (cutter.h); with dir, only if
-** n is in that directory and holds BF16 tensors. Lock order: only
+** it); with fam, only if n is of that family (cutter.h); with narrow_in,
+** only if n is in that directory and holds BF16 tensors. Lock order: only
 ** a writer, holding its own node, settles others while holding a node;
 ** a node being written is never owed (writes clear it first) and a commit
 ** paying an owed node settles no other node, so an owed node's lock holders
 ** never wait for another node's. */
-int ingest_settle(struct ingest *ig, struct node *n, const char *fam, uint64_t dir);
+int ingest_settle(struct ingest *ig, struct node *n, const char *fam, uint64_t narrow_in);
 /* A new writer opens n: a provisional version left by an earlier handle's
 ** close is kept (that handle's release may still be on its way). */
 int ingest_open_writer(struct ingest *ig, struct node *n);

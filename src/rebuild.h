@@ -39,10 +39,10 @@ int rebuild_store(struct store *st, struct rebuild_report *r);
 ** within a group commit's interval, a WAL deleted or cut, an older meta.db
 ** put back). Scans from the pack of the manifest of the version committed
 ** last, or from the replay mark (store.h) when that is further on, and
-** moves the mark to the end of the packs after; a manifest newer than every version meta.db has of its inode is
-** made a version (the inode made and named if meta.db lacks it), once the
-** blocks it names that meta.db lacks are read back and hash-checked.
-** r->versions: how many. */
+** moves the mark to the end of the packs after; a manifest newer than
+** every version meta.db has of its inode is made a version (the inode
+** made and named if meta.db lacks it), once the blocks it names that
+** meta.db lacks are read back and hash-checked. r->versions: how many. */
 int rebuild_replay(struct store *st, struct rebuild_report *r);
 
 #endif
