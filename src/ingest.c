@@ -169,6 +169,23 @@ static void hand_over(struct store *st, struct job *j)
     if (rc < 0) encode_job(j); /* pool stopping: encode here */
 }
 
+static int job_of(void *arg, void *n) { return ((struct job *)arg)->n == n; }
+
+/* An fsync does not wait for the encoder either (-o spill): n's blocks no
+** worker has started are stored raw here, as hand_over stores them when the
+** buffer is full, so the sync costs what a native one does. */
+static void take_back(struct store *st, struct ifile *n)
+{
+    void *j[32];
+    size_t k;
+    if (!st->o.spill) return;
+    while ((k = pool_take(st->workers, encode_job, job_of, n, j, 32)) > 0)
+        for (size_t i = 0; i < k; i++) {
+            struct job *b = j[i];
+            store_job(b, store_space_raw(st, b->len) == 0);
+        }
+}
+
 /* Queue raw (bbuf.h, ownership passes) as the block at file offset off,
 ** just cut by the node's cutter if it has one. */
 static int submit_block(struct ingest *ig, struct ifile *n, uint8_t *raw, size_t len,
@@ -733,6 +750,7 @@ static int commit_dirty(struct ingest *ig, struct ifile *n, int durable, int pro
     ** committed now, or power loss could bring back an older, torn body. */
     if (n->mode == NODE_STAGE && fdatasync(n->stage_fd) < 0) return -errno;
     int rc = n->mode == NODE_STAGE ? stage_encode(ig, n) : 0; /* may look for bases */
+    if (rc == 0 && durable) take_back(st, n);
     if (rc == 0) rc = settle(n);
     struct fsm_extent *v = NULL;
     size_t k = 0;

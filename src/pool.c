@@ -121,6 +121,26 @@ int pool_try_submit(pool *p, pool_fn fn, void *arg, size_t cost)
     return submit(p, fn, arg, cost, 0);
 }
 
+size_t pool_take(pool *p, pool_fn fn, int (*mine)(void *arg, void *ctx), void *ctx,
+                 void **out, size_t cap)
+{
+    pthread_mutex_lock(&p->mu);
+    size_t got = 0, kept = 0;
+    for (size_t i = 0; i < p->count; i++) {
+        struct job j = p->ring[(p->head + i) % p->cap];
+        if (got < cap && j.fn == fn && mine(j.arg, ctx)) {
+            out[got++] = j.arg;
+            p->load -= j.cost;
+        } else {
+            p->ring[(p->head + kept++) % p->cap] = j; /* kept <= i: never ahead */
+        }
+    }
+    p->count = kept;
+    if (got) pthread_cond_broadcast(&p->nonfull);
+    pthread_mutex_unlock(&p->mu);
+    return got;
+}
+
 void pool_destroy(pool *p)
 {
     if (!p) return;

@@ -23,6 +23,11 @@ int pool_create(int nthreads, size_t budget, int nice, pool **out);
 int pool_submit(pool *p, pool_fn fn, void *arg, size_t cost);
 /* As pool_submit, but -EAGAIN instead of waiting. */
 int pool_try_submit(pool *p, pool_fn fn, void *arg, size_t cost);
+/* Take back queued jobs of fn that no worker has started and whose arg
+** mine(arg, ctx) accepts, up to cap, in queue order: their args go to out
+** and their cost leaves the budget; the caller runs them. Returns how many. */
+size_t pool_take(pool *p, pool_fn fn, int (*mine)(void *arg, void *ctx), void *ctx,
+                 void **out, size_t cap);
 /* Finish queued jobs, then stop the workers. */
 void pool_destroy(pool *p);
 

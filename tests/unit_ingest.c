@@ -1181,6 +1181,67 @@ START_TEST(test_fp32_beside_owed)
 }
 END_TEST
 
+struct syncer {
+    struct fx *f;
+    struct node *n;
+    int rc, done; /* done: atomic */
+};
+
+static void *fsync_file(void *arg)
+{
+    struct syncer *y = arg;
+    y->rc = ingest_commit(&y->f->ig, y->n, 1, 0);
+    __atomic_store_n(&y->done, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+/* An fsync does not wait for the encoder (-o spill): blocks still queued
+** behind the one worker, held by a gate, are stored raw by the fsync
+** itself, read back exact, and the background compresses them later. The
+** gate opens after 10 s either way. */
+START_TEST(test_fsync_takes_back_raw)
+{
+    struct fx f;
+    ut_newdir(f.dir);
+    struct store_opts o = fx_opts(0, 1);
+    o.threads = 1;
+    o.buffer_bytes = 16 * BS; /* room: the blocks queue instead of going raw */
+    fx_start_opts(&f, &o);
+    ck_assert_int_eq(store_space_raw(f.st, (uint64_t)64 << 20), 0);
+    struct ut_tensor t = {"w", "F32", 4, 6 * BS};
+    size_t len, data, all;
+    uint8_t *v = weights(&t, &len, &data, 1);
+    struct gate g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
+    ck_assert_int_eq(pool_submit(f.st->workers, gate_job, &g, 0), 0);
+    uint64_t ino = fx_mkfile(&f, "w.safetensors");
+    struct node *n = pin(&f, ino);
+    write_pieces(&f, n, v, len);
+    struct syncer y = {&f, n, -1, 0};
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, fsync_file, &y), 0);
+    for (int i = 0; i < 1000 && !__atomic_load_n(&y.done, __ATOMIC_ACQUIRE); i++)
+        usleep(10000);
+    int done = __atomic_load_n(&y.done, __ATOMIC_ACQUIRE);
+    size_t nraw = done ? raw_chunks(&f, ino, &all) : 0;
+    gate_open(&g);
+    ck_assert_int_eq(pthread_join(th, NULL), 0);
+    ck_assert_msg(done, "the fsync waited for the encoder");
+    ck_assert_int_eq(y.rc, 0);
+    ck_assert_msg(nraw >= 6, "%zu raw of %zu", nraw, all);
+    check_content(&f, n, v, len);
+    ck_assert_int_eq(ingest_commit(&f.ig, n, 0, 1), 0);
+    struct compress_stats cs = {0};
+    ck_assert_int_eq(compress_pending(f.st, NULL, 0, &cs), 0);
+    ck_assert_uint_ge(cs.compressed, 6);
+    ck_assert_uint_le(raw_chunks(&f, ino, &all), 1); /* the header gains nothing */
+    node_unpin(f.nt, n);
+    fx_reopen(&f);
+    check_ino(&f, ino, v, len);
+    fx_stop(&f);
+    free(v);
+}
+END_TEST
+
 int main(void)
 {
     const TTest *const ingest_tests[] = {
@@ -1201,6 +1262,7 @@ int main(void)
         test_raw_noise,
         test_rebuild_requeues_raw,
         test_fp32_beside_owed,
+        test_fsync_takes_back_raw,
         NULL,
     };
     return ut_main("ingest", (const struct ut_tcase[]){

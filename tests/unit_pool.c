@@ -2,7 +2,7 @@
 ** unit_pool.c: the worker pool (pool.h): the cost budget that bounds the
 ** write buffer (try_submit refuses, submit waits), a job costlier than the
 ** whole budget admitted when the pool is idle, FIFO order past the ring's
-** first size, and the workers' nice value.
+** first size, the workers' nice value, and taking queued jobs back.
 */
 #include "../src/pool.h"
 #include "unit_util.h"
@@ -152,6 +152,40 @@ START_TEST(test_fifo_past_ring_growth)
 }
 END_TEST
 
+static int odd(void *arg, void *ctx)
+{
+    (void)ctx;
+    return (intptr_t)arg % 2 == 1;
+}
+
+/* pool_take returns the matching queued jobs in order, never one a worker
+** has started nor another function's, frees their cost (a submit that
+** waited for it gets in) and leaves the rest queued, to run. */
+START_TEST(test_take_back)
+{
+    enum { N = 100 }; /* past the ring's first size, wrapped by the gate */
+    pool *p;
+    reset();
+    ck_assert_int_eq(pool_create(1, N + 2, 0, &p), 0);
+    ck_assert_int_eq(pool_submit(p, gate_job, (void *)(intptr_t)1, 1), 0);
+    wait_started(1);
+    for (int i = 0; i < N; i++) /* odd i: seq_job with arg i; even: gate_job */
+        ck_assert_int_eq(pool_submit(p, i % 2 ? seq_job : gate_job, (void *)(intptr_t)i, 1), 0);
+    ck_assert_int_eq(pool_try_submit(p, gate_job, NULL, 2), -EAGAIN);
+    void *out[N];
+    ck_assert_uint_eq(pool_take(p, seq_job, odd, NULL, out, 10), 10);
+    for (int i = 0; i < 10; i++) ck_assert_int_eq((int)(intptr_t)out[i], 2 * i + 1);
+    ck_assert_uint_eq(pool_take(p, seq_job, odd, NULL, out, N), N / 2 - 10);
+    ck_assert_int_eq((int)(intptr_t)out[0], 21);
+    ck_assert_uint_eq(pool_take(p, seq_job, odd, NULL, out, N), 0);
+    ck_assert_uint_eq(pool_take(p, gate_job, odd, NULL, out, N), 0); /* even args only */
+    ck_assert_int_eq(pool_try_submit(p, gate_job, NULL, N / 2), 0); /* the cost came back */
+    open_the_gate();
+    pool_destroy(p);
+    ck_assert_int_eq(ran, 1 + N / 2 + 1); /* the held job, the gates left, the last */
+}
+END_TEST
+
 START_TEST(test_workers_nice)
 {
     pool *p;
@@ -177,6 +211,7 @@ int main(void)
         test_submit_waits_for_budget,
         test_fifo_past_ring_growth,
         test_workers_nice,
+        test_take_back,
         NULL,
     };
     return ut_main("pool", (const struct ut_tcase[]){
