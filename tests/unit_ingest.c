@@ -943,6 +943,22 @@ static void gate_open(struct gate *g)
     pthread_mutex_unlock(&g->mu);
 }
 
+/* A new store with o's options but one worker, held by g until it opens. */
+static void fx_start_held(struct fx *f, struct store_opts *o, struct gate *g)
+{
+    ut_newdir(f->dir);
+    o->threads = 1;
+    fx_start_opts(f, o);
+    ck_assert_int_eq(pool_submit(f->st->workers, gate_job, g, 0), 0);
+}
+
+/* Whether *flag (atomic) is set within 10 s. */
+static int done_within_10s(const int *flag)
+{
+    for (int i = 0; i < 1000 && !__atomic_load_n(flag, __ATOMIC_ACQUIRE); i++) usleep(10000);
+    return __atomic_load_n(flag, __ATOMIC_ACQUIRE);
+}
+
 /* Chunks of ino's current version stored raw (codec 0), and all of them. */
 static size_t raw_chunks(struct fx *f, uint64_t ino, size_t *all)
 {
@@ -1148,24 +1164,19 @@ static void *write_flush(void *arg)
 START_TEST(test_fp32_beside_owed)
 {
     struct fx f;
-    ut_newdir(f.dir);
     struct store_opts o = fx_opts(0, 0);
-    o.threads = 1;
-    fx_start_opts(&f, &o);
+    struct gate g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
+    fx_start_held(&f, &o, &g);
     struct ut_tensor t = {"w", "F32", 4, 4 * BS};
     size_t len, data;
     uint8_t *a = weights(&t, &len, &data, 1), *b = weights(&t, &len, &data, 2);
-    struct gate g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
-    ck_assert_int_eq(pool_submit(f.st->workers, gate_job, &g, 0), 0);
     struct node *na = pin(&f, fx_mkfile(&f, "a.safetensors"));
     struct node *nb = pin(&f, fx_mkfile(&f, "b.safetensors"));
     struct flusher wa = {&f, na, a, len, 0}, wb = {&f, nb, b, len, 0};
     write_flush(&wa); /* its blocks wait behind the gate */
     pthread_t th;
     ck_assert_int_eq(pthread_create(&th, NULL, write_flush, &wb), 0);
-    for (int i = 0; i < 1000 && !__atomic_load_n(&wb.done, __ATOMIC_ACQUIRE); i++)
-        usleep(10000);
-    int done = __atomic_load_n(&wb.done, __ATOMIC_ACQUIRE);
+    int done = done_within_10s(&wb.done);
     gate_open(&g);
     ck_assert_int_eq(pthread_join(th, NULL), 0);
     ck_assert_msg(done, "b.safetensors waited for the commit of a.safetensors");
@@ -1202,26 +1213,21 @@ static void *fsync_file(void *arg)
 START_TEST(test_fsync_takes_back_raw)
 {
     struct fx f;
-    ut_newdir(f.dir);
     struct store_opts o = fx_opts(0, 1);
-    o.threads = 1;
     o.buffer_bytes = 16 * BS; /* room: the blocks queue instead of going raw */
-    fx_start_opts(&f, &o);
+    struct gate g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
+    fx_start_held(&f, &o, &g);
     ck_assert_int_eq(store_space_raw(f.st, (uint64_t)64 << 20), 0);
     struct ut_tensor t = {"w", "F32", 4, 6 * BS};
     size_t len, data, all;
     uint8_t *v = weights(&t, &len, &data, 1);
-    struct gate g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
-    ck_assert_int_eq(pool_submit(f.st->workers, gate_job, &g, 0), 0);
     uint64_t ino = fx_mkfile(&f, "w.safetensors");
     struct node *n = pin(&f, ino);
     write_pieces(&f, n, v, len);
     struct syncer y = {&f, n, -1, 0};
     pthread_t th;
     ck_assert_int_eq(pthread_create(&th, NULL, fsync_file, &y), 0);
-    for (int i = 0; i < 1000 && !__atomic_load_n(&y.done, __ATOMIC_ACQUIRE); i++)
-        usleep(10000);
-    int done = __atomic_load_n(&y.done, __ATOMIC_ACQUIRE);
+    int done = done_within_10s(&y.done);
     size_t nraw = done ? raw_chunks(&f, ino, &all) : 0;
     gate_open(&g);
     ck_assert_int_eq(pthread_join(th, NULL), 0);
