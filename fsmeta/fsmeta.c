@@ -291,9 +291,21 @@ static int check_identity(fsmeta *m, int *stamp)
                ? 0 : -EMEDIUMTYPE;
 }
 
+/* Once per process, before SQLite starts: no memory statistics. With them
+** on, every allocation SQLite makes takes a global mutex, and a namespace
+** operation makes dozens. */
+static void sql_setup(void) { sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0); }
+
+static void sql_setup_once(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, sql_setup);
+}
+
 int fsmeta_probe(const char *path)
 {
     fsmeta m = {0};
+    sql_setup_once();
     int rc = sqlite3_open_v2(path, &m.db, SQLITE_OPEN_READONLY, NULL);
     if (rc == SQLITE_OK) sqlite3_busy_timeout(m.db, 10000);
     int stamp;
@@ -305,6 +317,7 @@ int fsmeta_probe(const char *path)
 int fsmeta_open(const char *path, int readonly, uint32_t root_uid,
                 uint32_t root_gid, fsmeta **out)
 {
+    sql_setup_once();
     fsmeta *m = calloc(1, sizeof *m);
     if (!m) return -ENOMEM;
     pthread_mutexattr_t ma;
@@ -660,6 +673,16 @@ int fsmeta_chunk_add(fsmeta *m, struct fsm_chunk *c)
     return rc;
 }
 
+static int has_xattr(fsmeta *m, uint64_t ino, const char *name)
+{
+    sqlite3_stmt *s = stmt(m, S_XGET);
+    bind_i64(s, 1, (int64_t)ino);
+    bind_name(s, 2, name);
+    int rc = sqlite3_step(s);
+    done(s);
+    return rc != SQLITE_DONE; /* an error: let the copy meet it */
+}
+
 static int create_in(fsmeta *m, uint64_t parent, const char *name, struct fsm_attr *a,
                      const char *target)
 {
@@ -674,7 +697,8 @@ static int create_in(fsmeta *m, uint64_t parent, const char *name, struct fsm_at
     }
     CK_TRY(fsmeta_mkinode(m, a, target, target ? strlen(target) : 0));
     CK_TRY(fsmeta_link(m, parent, name, a->ino));
-    if (dir || S_ISREG(a->mode)) {
+    /* The copy is an INSERT ... SELECT, dearer than the look that skips it. */
+    if ((dir || S_ISREG(a->mode)) && has_xattr(m, parent, FSMETA_INHERITED_XATTR)) {
         sqlite3_stmt *s = stmt(m, S_XINHERIT);
         bind_i64(s, 1, (int64_t)a->ino);
         bind_i64(s, 2, (int64_t)parent);
