@@ -318,7 +318,7 @@ def cmd_report(results, markdown):
                     per[k] += f["stored"]
             stored["model"].append(per["model"])
             stored["optimizer"].append(per["optimizer"])
-            stored["total"].append(st["pack_bytes"] - base)
+            stored["total"].append(st["pack_disk_bytes"] - base)
         tot = {key: sum(sizes[k][key] for k in sizes) for key in ("written", "zstd3", "grouped")}
         for k in ("model", "optimizer", "total"):
             s = sizes[k] if k != "total" else tot
@@ -396,7 +396,7 @@ def cmd_report(results, markdown):
 NOTES = [
     "native: bytes written (byte rows) or time on the backing filesystem; ratio: "
     "native / ckptfs (compression, or speed: higher is better).",
-    "ckptfs bytes: totals are the store's pack files on disk (ckptctl stats pack_bytes); "
+    "ckptfs bytes: totals are what the store's pack files take on disk (ckptctl stats pack_disk_bytes); "
     "model and optimizer are the per-file stored bytes (ckptctl stats --files).",
     "zstd-3: zstd -3 of each file; grouped: byte-grouped zstd -1 per tensor (ZipNN idea), "
     "torch.save storages as 4-byte planes.",

@@ -185,12 +185,15 @@ static int print_file(void *vctx, uint64_t ino, uint64_t size, uint64_t stored)
     return 0;
 }
 
-static void count_packs(struct store *st, uint64_t *packs, uint64_t *bytes)
+/* Packs, their bytes, and the bytes they take on the disk (holes gc
+** punched excluded). */
+static void count_packs(struct store *st, uint64_t *packs, uint64_t *bytes, uint64_t *disk)
 {
-    *packs = *bytes = 0;
+    *packs = *bytes = *disk = 0;
     for (uint32_t id = 1; id <= pack_max_id(st->packs); id++) {
-        uint64_t sz;
+        uint64_t sz, d;
         if (pack_size(st->packs, id, &sz) == 0) (*packs)++, *bytes += sz;
+        if (pack_disk_size(st->packs, id, &d) == 0) *disk += d;
     }
 }
 
@@ -198,8 +201,8 @@ static int cmd_stats(struct store *st, const struct opts *o)
 {
     struct fsm_stats s;
     CK_TRY(fsmeta_stats(st->meta, &s));
-    uint64_t packs, pbytes;
-    count_packs(st, &packs, &pbytes);
+    uint64_t packs, pbytes, pdisk;
+    count_packs(st, &packs, &pbytes, &pdisk);
     double r = ratio(s.version_bytes, s.stored_bytes);
 #define U(x) (unsigned long long)(x)
     if (o->json) {
@@ -207,11 +210,12 @@ static int cmd_stats(struct store *st, const struct opts *o)
                " \"logical_bytes\": %llu, \"versions\": %llu, \"version_bytes\": %llu,\n"
                " \"stored_bytes\": %llu, \"ratio\": %.4f, \"live_ratio\": %.4f,\n"
                " \"chunks\": %llu, \"delta_chunks\": %llu, \"reverse_waiting\": %llu,"
-               " \"raw_waiting\": %llu, \"packs\": %llu, \"pack_bytes\": %llu",
+               " \"raw_waiting\": %llu, \"packs\": %llu, \"pack_bytes\": %llu,"
+               " \"pack_disk_bytes\": %llu",
                U(s.files), U(s.dirs), U(s.symlinks), U(s.others), U(s.logical_bytes),
                U(s.versions), U(s.version_bytes), U(s.stored_bytes), r,
                ratio(s.logical_bytes, s.stored_bytes), U(s.chunks), U(s.delta_chunks),
-               U(s.reverse_waiting), U(s.raw_waiting), U(packs), U(pbytes));
+               U(s.reverse_waiting), U(s.raw_waiting), U(packs), U(pbytes), U(pdisk));
     } else {
         printf("store:          %s\n", st->path);
         printf("files:          %llu (%llu directories, %llu symlinks, %llu other)\n",
@@ -224,7 +228,8 @@ static int cmd_stats(struct store *st, const struct opts *o)
         printf("blocks:         %llu (%llu stored as deltas, %llu waiting to become "
                "reverse deltas, %llu stored raw waiting to be compressed)\n", U(s.chunks),
                U(s.delta_chunks), U(s.reverse_waiting), U(s.raw_waiting));
-        printf("packs:          %llu files, %llu bytes on disk\n", U(packs), U(pbytes));
+        printf("packs:          %llu files, %llu bytes (%llu on disk)\n", U(packs), U(pbytes),
+               U(pdisk));
     }
     int rc = 0;
     if (o->files) {
@@ -544,18 +549,18 @@ static void print_gc(const struct opts *o, const struct gc_stats *s, const char 
 {
     if (o->json)
         printf("{\"chunks_deleted\": %llu, \"records_moved\": %llu, \"packs_rewritten\": %llu,"
-               " \"packs_removed\": %llu, \"rebased\": %llu, \"bytes_before\": %llu,"
-               " \"bytes_after\": %llu, \"online\": %s}\n",
+               " \"packs_removed\": %llu, \"rebased\": %llu, \"punched\": %llu,"
+               " \"bytes_before\": %llu, \"bytes_after\": %llu, \"online\": %s}\n",
                U(s->chunks_deleted), U(s->records_moved), U(s->packs_rewritten),
-               U(s->packs_removed), U(s->rebased), U(s->bytes_before), U(s->bytes_after),
-               where ? "true" : "false");
+               U(s->packs_removed), U(s->rebased), U(s->punched), U(s->bytes_before),
+               U(s->bytes_after), where ? "true" : "false");
     else
         printf("gc%s: %llu unreferenced blocks dropped, %llu deltas of pruned bases "
-               "re-encoded, %llu packs rewritten (%llu records moved), %llu removed; "
-               "packs %llu -> %llu bytes\n", where ? where : "",
-               U(s->chunks_deleted), U(s->rebased), U(s->packs_rewritten),
-               U(s->records_moved), U(s->packs_removed), U(s->bytes_before),
-               U(s->bytes_after));
+               "re-encoded, %llu packs rewritten (%llu records moved), %llu removed, "
+               "%llu bytes of garbage punched out; packs %llu -> %llu bytes on disk\n",
+               where ? where : "", U(s->chunks_deleted), U(s->rebased),
+               U(s->packs_rewritten), U(s->records_moved), U(s->packs_removed),
+               U(s->punched), U(s->bytes_before), U(s->bytes_after));
 }
 
 static struct gc_opts gc_opts_of(const struct opts *o)

@@ -105,11 +105,12 @@ static void serve_one(struct ctl *c, int fd)
         rc = c->h.gc(c->h.ctx, &o, progress_line, &fd, &s);
     }
     if (rc == 0)
-        snprintf(line, sizeof line, "ok %llu %llu %llu %llu %llu %llu %llu %llu\n",
+        snprintf(line, sizeof line, "ok %llu %llu %llu %llu %llu %llu %llu %llu %llu\n",
                  (unsigned long long)s.chunks_deleted, (unsigned long long)s.records_moved,
                  (unsigned long long)s.packs_rewritten, (unsigned long long)s.packs_removed,
                  (unsigned long long)s.rebased, (unsigned long long)s.sealed,
-                 (unsigned long long)s.bytes_before, (unsigned long long)s.bytes_after);
+                 (unsigned long long)s.bytes_before, (unsigned long long)s.bytes_after,
+                 (unsigned long long)s.punched);
     else
         snprintf(line, sizeof line, "error %d\n", -rc);
     send_line(fd, line);
@@ -175,14 +176,16 @@ void ctl_stop(ctl *c)
 static int parse_reply(const char *line, struct gc_stats *s)
 {
     int err;
-    unsigned long long v[8];
+    unsigned long long v[9] = {0};
     if (sscanf(line, "error %d", &err) == 1) return err > 0 ? -err : -EIO;
-    if (sscanf(line, "ok %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3],
-               &v[4], &v[5], &v[6], &v[7]) != 8)
+    /* The ninth (punched) is missing from a daemon older than it. */
+    if (sscanf(line, "ok %llu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2],
+               &v[3], &v[4], &v[5], &v[6], &v[7], &v[8]) < 8)
         return -EPROTO;
     *s = (struct gc_stats){.chunks_deleted = v[0], .records_moved = v[1],
                            .packs_rewritten = v[2], .packs_removed = v[3], .rebased = v[4],
-                           .sealed = v[5], .bytes_before = v[6], .bytes_after = v[7]};
+                           .sealed = v[5], .bytes_before = v[6], .bytes_after = v[7],
+                           .punched = v[8]};
     return 0;
 }
 

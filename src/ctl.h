@@ -8,7 +8,7 @@
 **
 **   client:  gc GRACE_NS THRESHOLD_PERMILLE REBASE\n
 **   daemon:  progress DONE TOTAL\n             (any number of them)
-**            ok DELETED MOVED REWRITTEN REMOVED REBASED SEALED BEFORE AFTER\n
+**            ok DELETED MOVED REWRITTEN REMOVED REBASED SEALED BEFORE AFTER PUNCHED\n
 **         or error ERRNO\n
 **
 **   client:  push\n

@@ -14,6 +14,7 @@
 
 #define GC_REBASE_BATCH 64
 #define GC_SEAL_MIN (1u << 20)  /* less garbage than this is not worth a new pack */
+#define GC_PUNCH_MIN (1u << 20) /* nor a hole in a pack (step 6) */
 #define GC_YIELD_US 20000       /* a copy waits this long while writers are busy ... */
 #define GC_YIELD_MAX 50         /* ... this many times at most */
 
@@ -34,22 +35,28 @@ static void bound_now(struct store *st, const struct gc_opts *o, struct bound *b
 
 static int stopped(const struct gc_opts *o) { return o->stop && *o->stop; }
 
-/* Size of a pack; -ENOENT if it is gone. */
-static int pack_bytes(struct store *st, uint32_t id, uint64_t *size)
+/* Size of a pack (disk: the bytes it takes on the disk, holes excluded);
+** -ENOENT if it is gone. */
+static int pack_stat(struct store *st, uint32_t id, int disk, uint64_t *size)
 {
     char name[48];
     snprintf(name, sizeof name, "packs/%08u.pack", id);
     struct stat sb;
     if (fstatat(st->dirfd, name, &sb, 0) < 0) return -errno;
-    *size = (uint64_t)sb.st_size;
+    *size = disk ? (uint64_t)sb.st_blocks * 512 : (uint64_t)sb.st_size;
     return 0;
+}
+
+static int pack_bytes(struct store *st, uint32_t id, uint64_t *size)
+{
+    return pack_stat(st, id, 0, size);
 }
 
 static uint64_t all_pack_bytes(struct store *st)
 {
     uint64_t total = 0, size;
     for (uint32_t id = 1, max = pack_max_id(st->packs); id <= max; id++)
-        if (pack_bytes(st, id, &size) == 0) total += size;
+        if (pack_stat(st, id, 1, &size) == 0) total += size;
     return total;
 }
 
@@ -196,6 +203,22 @@ static int candidates(struct store *st, const struct live *l, struct cand **out,
     return 0;
 }
 
+/* Step 6 for a pack c kept with rows[0..c->n) (by offset): the runs of at
+** least GC_PUNCH_MIN bytes between its records, and after the last, are
+** garbage no row names (rows in grace are among rows); their pages go
+** back to the filesystem. */
+static int punch_gaps(struct store *st, const struct cand *c, const struct fsm_chunk *rows,
+                      uint64_t *freed)
+{
+    uint64_t at = PACK_FILE_HDR;
+    for (size_t i = 0; i <= c->n; i++) {
+        uint64_t next = i < c->n ? rows[i].off : c->size;
+        if (next >= at + GC_PUNCH_MIN) CK_TRY(pack_punch(st->packs, c->id, at, next - at, freed));
+        if (i < c->n) at = CK_MAX(at, rows[i].off + PACK_REC_HDR + rows[i].stored_len);
+    }
+    return 0;
+}
+
 /* Steps 2 and 4 over l: dead packs first (they need no space), then the
 ** emptiest. A full disk stops compaction (ENOSPC is no error here). */
 static int collect_packs(struct store *st, const struct gc_opts *o, const struct live *l,
@@ -206,7 +229,8 @@ static int collect_packs(struct store *st, const struct gc_opts *o, const struct
     CK_TRY(candidates(st, l, &v, &n));
     qsort(v, n, sizeof *v, by_share);
     int rc = 0;
-    for (size_t i = 0; rc == 0 && i < n && !stopped(o); i++) {
+    size_t i = 0;
+    for (; rc == 0 && i < n && !stopped(o); i++) {
         const struct cand *c = &v[i];
         if (c->n && (double)c->live >= o->threshold * (double)c->size) break; /* sorted */
         if (c->n) {
@@ -218,6 +242,8 @@ static int collect_packs(struct store *st, const struct gc_opts *o, const struct
         if (rc == 0) rc = pack_remove(st->packs, c->id);
         if (cb) cb(ctx, i + 1, n);
     }
+    for (; rc == 0 && i < n && !stopped(o); i++) /* kept: step 6 */
+        rc = punch_gaps(st, &v[i], l->c + v[i].first, &out->punched);
     free(v);
     return rc == -ENOSPC ? 0 : rc;
 }
@@ -288,5 +314,5 @@ int gc_run(struct store *st, const struct gc_opts *o, gc_progress_cb cb, void *c
 int gc_idle(const struct gc_stats *s)
 {
     return !s->chunks_deleted && !s->records_moved && !s->packs_removed && !s->rebased &&
-           !s->sealed;
+           !s->sealed && !s->punched;
 }

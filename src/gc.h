@@ -18,6 +18,10 @@
 **      be reclaimed.
 **   5. If the pack taking appends would qualify for 4, it is sealed (the
 **      next record starts a new pack) and 1-4 run once more.
+**   6. In the packs 4 keeps, runs of garbage of 1 MiB or more are punched
+**      out of the file (pack_punch): a block stored raw and compressed
+**      later, or a newest version made a reverse delta, leaves such runs
+**      in packs too live to be worth a copy.
 **
 ** Safe beside writers (store.h, store_pin): packs a write session may still
 ** append to, or hold records of that meta.db does not know yet, are left
@@ -51,7 +55,8 @@ struct gc_stats {
     uint64_t chunks_deleted, records_moved, packs_rewritten, packs_removed;
     uint64_t rebased;                  /* deltas re-encoded standalone (step 3) */
     uint64_t sealed;                   /* packs sealed (step 5) */
-    uint64_t bytes_before, bytes_after; /* of all pack files */
+    uint64_t punched;                  /* disk bytes given back by step 6 */
+    uint64_t bytes_before, bytes_after; /* on the disk, of all pack files */
 };
 
 /* done of total steps of the current pass. */
