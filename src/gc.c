@@ -219,8 +219,9 @@ static int punch_gaps(struct store *st, const struct cand *c, const struct fsm_c
     return 0;
 }
 
-/* Steps 2 and 4 over l: dead packs first (they need no space), then the
-** emptiest. A full disk stops compaction (ENOSPC is no error here). */
+/* Steps 2, 4 and 6 over l: dead packs first (they need no space), then the
+** emptiest; then holes in those kept. A full disk stops compaction (ENOSPC
+** is no error here), not the holes. */
 static int collect_packs(struct store *st, const struct gc_opts *o, const struct live *l,
                          gc_progress_cb cb, void *ctx, struct gc_stats *out)
 {
@@ -242,10 +243,11 @@ static int collect_packs(struct store *st, const struct gc_opts *o, const struct
         if (rc == 0) rc = pack_remove(st->packs, c->id);
         if (cb) cb(ctx, i + 1, n);
     }
+    if (rc == -ENOSPC) rc = 0; /* a full disk is when punching helps most */
     for (; rc == 0 && i < n && !stopped(o); i++) /* kept: step 6 */
         rc = punch_gaps(st, &v[i], l->c + v[i].first, &out->punched);
     free(v);
-    return rc == -ENOSPC ? 0 : rc;
+    return rc;
 }
 
 /* ---- a pass ---- */
