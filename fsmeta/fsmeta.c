@@ -673,16 +673,6 @@ int fsmeta_chunk_add(fsmeta *m, struct fsm_chunk *c)
     return rc;
 }
 
-static int has_xattr(fsmeta *m, uint64_t ino, const char *name)
-{
-    sqlite3_stmt *s = stmt(m, S_XGET);
-    bind_i64(s, 1, (int64_t)ino);
-    bind_name(s, 2, name);
-    int rc = sqlite3_step(s);
-    done(s);
-    return rc != SQLITE_DONE; /* an error: let the copy meet it */
-}
-
 static int create_in(fsmeta *m, uint64_t parent, const char *name, struct fsm_attr *a,
                      const char *target)
 {
@@ -697,8 +687,10 @@ static int create_in(fsmeta *m, uint64_t parent, const char *name, struct fsm_at
     }
     CK_TRY(fsmeta_mkinode(m, a, target, target ? strlen(target) : 0));
     CK_TRY(fsmeta_link(m, parent, name, a->ino));
-    /* The copy is an INSERT ... SELECT, dearer than the look that skips it. */
-    if ((dir || S_ISREG(a->mode)) && has_xattr(m, parent, FSMETA_INHERITED_XATTR)) {
+    /* The copy is an INSERT ... SELECT, dearer than the look that skips it
+    ** (an error other than "none" is left for the copy to meet). */
+    if ((dir || S_ISREG(a->mode)) &&
+        fsmeta_xattr_get(m, parent, FSMETA_INHERITED_XATTR, NULL, 0) != -ENODATA) {
         sqlite3_stmt *s = stmt(m, S_XINHERIT);
         bind_i64(s, 1, (int64_t)a->ino);
         bind_i64(s, 2, (int64_t)parent);
