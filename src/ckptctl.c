@@ -192,8 +192,7 @@ static void count_packs(struct store *st, uint64_t *packs, uint64_t *bytes, uint
     *packs = *bytes = *disk = 0;
     for (uint32_t id = 1; id <= pack_max_id(st->packs); id++) {
         uint64_t sz, d;
-        if (pack_size(st->packs, id, &sz) == 0) (*packs)++, *bytes += sz;
-        if (pack_disk_size(st->packs, id, &d) == 0) *disk += d;
+        if (pack_usage(st->packs, id, &sz, &d) == 0) (*packs)++, *bytes += sz, *disk += d;
     }
 }
 

@@ -35,28 +35,21 @@ static void bound_now(struct store *st, const struct gc_opts *o, struct bound *b
 
 static int stopped(const struct gc_opts *o) { return o->stop && *o->stop; }
 
-/* Size of a pack (disk: the bytes it takes on the disk, holes excluded);
-** -ENOENT if it is gone. */
-static int pack_stat(struct store *st, uint32_t id, int disk, uint64_t *size)
+/* fstat of a pack's file; -ENOENT if it is gone. By name, not through the
+** pack set: a remote source would fetch a pack that is not here. */
+static int pack_file_stat(struct store *st, uint32_t id, struct stat *sb)
 {
     char name[48];
     snprintf(name, sizeof name, "packs/%08u.pack", id);
-    struct stat sb;
-    if (fstatat(st->dirfd, name, &sb, 0) < 0) return -errno;
-    *size = disk ? (uint64_t)sb.st_blocks * 512 : (uint64_t)sb.st_size;
-    return 0;
-}
-
-static int pack_bytes(struct store *st, uint32_t id, uint64_t *size)
-{
-    return pack_stat(st, id, 0, size);
+    return fstatat(st->dirfd, name, sb, 0) < 0 ? -errno : 0;
 }
 
 static uint64_t all_pack_bytes(struct store *st)
 {
-    uint64_t total = 0, size;
+    uint64_t total = 0;
+    struct stat sb;
     for (uint32_t id = 1, max = pack_max_id(st->packs); id <= max; id++)
-        if (pack_stat(st, id, 1, &size) == 0) total += size;
+        if (pack_file_stat(st, id, &sb) == 0) total += (uint64_t)sb.st_blocks * 512; /* disk */
     return total;
 }
 
@@ -189,7 +182,9 @@ static int candidates(struct store *st, const struct live *l, struct cand **out,
         struct cand c = {.id = id, .first = i};
         while (i < l->n && l->c[i].pack == id) c.live += PACK_REC_HDR + (uint64_t)l->c[i++].stored_len;
         c.n = i - c.first;
-        int rc = pack_bytes(st, id, &c.size);
+        struct stat sb;
+        int rc = pack_file_stat(st, id, &sb);
+        c.size = rc == 0 ? (uint64_t)sb.st_size : 0;
         if (rc == -ENOENT) continue;
         if (rc == 0) rc = ck_grow((void **)&v, &cap, n, sizeof *v);
         if (rc < 0) {
@@ -265,10 +260,11 @@ static int delete_garbage(struct store *st, const struct gc_opts *o, struct gc_s
 /* 1 if the pack taking appends should be sealed for the next pass. */
 static int worth_sealing(struct store *st, const struct gc_opts *o, const struct live *l)
 {
-    uint64_t size = 0;
-    if (!l->cur || pack_bytes(st, l->cur, &size) < 0 || size < l->cur_live + GC_SEAL_MIN)
+    struct stat sb;
+    if (!l->cur || pack_file_stat(st, l->cur, &sb) < 0 ||
+        (uint64_t)sb.st_size < l->cur_live + GC_SEAL_MIN)
         return 0;
-    return (double)l->cur_live < o->threshold * (double)size;
+    return (double)l->cur_live < o->threshold * (double)sb.st_size;
 }
 
 /* Steps 1-4; *seal: step 5 applies. */

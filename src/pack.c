@@ -732,49 +732,45 @@ uint64_t pack_direct_writes(packset *ps)
     return __atomic_load_n(&ps->direct_writes, __ATOMIC_RELAXED);
 }
 
-/* fstat of pack id's file. */
-static int pack_stat(packset *ps, uint32_t id, struct stat *st)
+int pack_usage(packset *ps, uint32_t id, uint64_t *size, uint64_t *disk)
 {
     int fd;
     CK_TRY(fd_hold(ps, id, &fd));
-    int rc = fstat(fd, st) < 0 ? -errno : 0;
+    struct stat st;
+    int rc = fstat(fd, &st) < 0 ? -errno : 0;
     fd_release(ps);
+    if (rc == 0 && size) *size = (uint64_t)st.st_size;
+    if (rc == 0 && disk) *disk = (uint64_t)st.st_blocks * 512;
     return rc;
 }
 
-int pack_size(packset *ps, uint32_t id, uint64_t *size)
-{
-    struct stat st;
-    CK_TRY(pack_stat(ps, id, &st));
-    *size = (uint64_t)st.st_size;
-    return 0;
-}
-
-int pack_disk_size(packset *ps, uint32_t id, uint64_t *bytes)
-{
-    struct stat st;
-    CK_TRY(pack_stat(ps, id, &st));
-    *bytes = (uint64_t)st.st_blocks * 512;
-    return 0;
-}
+int pack_size(packset *ps, uint32_t id, uint64_t *size) { return pack_usage(ps, id, size, NULL); }
 
 int pack_punch(packset *ps, uint32_t id, uint64_t off, uint64_t len, uint64_t *freed)
 {
-    uint64_t a = off + pad_to(off, PACK_FRAME_ALIGN), b = (off + len) / PACK_FRAME_ALIGN *
-                                                             PACK_FRAME_ALIGN;
+    uint64_t a = off + pad_to(off, PACK_FRAME_ALIGN);
+    uint64_t b = (off + len) / PACK_FRAME_ALIGN * PACK_FRAME_ALIGN;
     /* A source's copies keep maps of what they hold (remote.h): leave them. */
     if (b <= a || ps->src.fill || ps->o.readonly) return 0;
     int fd;
     CK_TRY(fd_hold(ps, id, &fd));
+    /* A hole already (an earlier gc): punching it again would only dirty
+    ** the inode. Pack descriptors are used by offset only: seeking is safe. */
+    off_t data = lseek(fd, (off_t)a, SEEK_DATA);
+    int hole = data < 0 ? errno == ENXIO : (uint64_t)data >= b; /* ENXIO: holes to the end */
     struct stat before, after;
-    int rc = fstat(fd, &before) < 0 ? -errno : 0;
-    if (rc == 0 && fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)a,
-                             (off_t)(b - a)) < 0)
-        rc = errno == EOPNOTSUPP ? 1 : -errno; /* 1: this filesystem cannot */
-    if (rc == 0 && fstat(fd, &after) == 0 && after.st_blocks < before.st_blocks)
+    int rc = 0;
+    if (hole) {
+        /* nothing to give back */
+    } else if (fstat(fd, &before) < 0 ||
+               fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)a,
+                         (off_t)(b - a)) < 0) {
+        rc = errno == EOPNOTSUPP ? 0 : -errno; /* a filesystem that cannot: no error */
+    } else if (fstat(fd, &after) == 0 && after.st_blocks < before.st_blocks) {
         *freed += (uint64_t)(before.st_blocks - after.st_blocks) * 512;
+    }
     fd_release(ps);
-    return rc < 0 ? rc : 0;
+    return rc;
 }
 
 /* Bytes of padding at off (zeros up to the next multiple of

@@ -204,13 +204,15 @@ void pack_seal(packset *ps);
 ** id (the highest created when none was taking appends; 0 when none). */
 uint32_t pack_seal_wait(packset *ps);
 int pack_size(packset *ps, uint32_t pack_id, uint64_t *size);
-/* Bytes the file of pack_id takes on the disk (holes excluded). */
-int pack_disk_size(packset *ps, uint32_t pack_id, uint64_t *bytes);
+/* The size of pack_id's file and (disk) the bytes it takes on the disk,
+** holes excluded; either may be NULL. */
+int pack_usage(packset *ps, uint32_t pack_id, uint64_t *size, uint64_t *disk);
 /* Give back to the filesystem the whole 4096-byte pages of [off, off + len)
 ** of pack_id, which must hold no record anyone will read (gc.h): they read
 ** as zeros after, which scanners pass over. *freed grows by the disk bytes
-** released. Nothing is done where a source fills the packs (remote.h), on a
-** read-only set, or on a filesystem without hole punching. */
+** released. Nothing is done where the range is a hole already, where a
+** source fills the packs (remote.h), on a read-only set, or on a filesystem
+** without hole punching. */
 int pack_punch(packset *ps, uint32_t pack_id, uint64_t off, uint64_t len, uint64_t *freed);
 
 #endif
