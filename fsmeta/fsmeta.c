@@ -1094,7 +1094,8 @@ static int reverse_add(fsmeta *m, const struct fsm_chunk *c)
     bind_i64(s, 2, (int64_t)c->pred.older);
     bind_i64(s, 3, c->pred.width);
     bind_i64(s, 4, c->pred.flags);
-    return run(m, s);
+    CK_TRY(run(m, s));
+    return run_id(m, S_CPSUPERSEDE, c->pred.older); /* no longer the newest */
 }
 
 /* Queue c, if a writer stored it raw, for compression (fsmeta_reverse.c). */
@@ -1214,7 +1215,8 @@ int fsmeta_stats(fsmeta *m, struct fsm_stats *st)
         "(SELECT count(*) FROM version WHERE state<>2),"
         "(SELECT coalesce(sum(size),0) FROM version WHERE state<>2),"
         "(SELECT count(*) FROM reverse_todo),"
-        "(SELECT count(*) FROM compress_todo)";
+        "(SELECT count(*) FROM compress_todo WHERE (flags&" FSM_STR(FSM_PRED_HOLD) ")=0),"
+        "(SELECT count(*) FROM compress_todo WHERE (flags&" FSM_STR(FSM_PRED_HOLD) ")<>0)";
     lock(m);
     sqlite3_stmt *s = NULL;
     int rc = sqlite3_prepare_v2(m->db, q, -1, &s, NULL);
@@ -1233,6 +1235,7 @@ int fsmeta_stats(fsmeta *m, struct fsm_stats *st)
         st->version_bytes = (uint64_t)sqlite3_column_int64(s, 9);
         st->reverse_waiting = (uint64_t)sqlite3_column_int64(s, 10);
         st->raw_waiting = (uint64_t)sqlite3_column_int64(s, 11);
+        st->raw_held = (uint64_t)sqlite3_column_int64(s, 12);
         rc = 0;
     } else {
         rc = sql_err(m, rc);

@@ -62,6 +62,9 @@ struct fsm_chunk {
 #define FSM_PRED_FLOAT 1
 #define FSM_PRED_PLAIN 2
 #define FSM_PRED_RAW 4 /* stored raw by a writer: queued for compression */
+/* With FSM_PRED_RAW: a block of the newest version, kept raw (cheapest to
+** read) until a newer version of its file names it as predecessor. */
+#define FSM_PRED_HOLD 8
 
 /* A tensor of a file's committed content (see src/fmt.h). */
 #define FSM_TNAME_MAX 256
@@ -86,6 +89,7 @@ struct fsm_stats {
     uint64_t delta_chunks;  /* chunks stored as deltas against a base */
     uint64_t reverse_waiting; /* blocks waiting to become reverse deltas */
     uint64_t raw_waiting;     /* blocks stored raw, waiting to be compressed */
+    uint64_t raw_held;        /* blocks of newest versions kept raw (FSM_PRED_HOLD) */
 };
 
 /* SQLite's application_id of a ckptfs meta.db: "CKPT". */
@@ -389,13 +393,17 @@ struct fsm_rawblock {
     uint8_t width, flags;
     uint32_t narrow_off;
 };
-/* Up to max raw blocks, oldest first (*out malloc'd). */
+/* Up to max raw blocks, oldest first, none held (*out malloc'd). */
 int fsmeta_compress_next(fsmeta *m, size_t max, struct fsm_rawblock **out, size_t *n);
 /* Drop the rows of chunk[0..n) (compressed, or left raw) and those of dead
 ** blocks. */
 int fsmeta_compress_done(fsmeta *m, const uint64_t *chunk, size_t n);
-/* Raw blocks waiting, dead ones included until the next fsmeta_compress_done. */
+/* Raw blocks waiting (not held), dead ones included until the next
+** fsmeta_compress_done. */
 int fsmeta_compress_count(fsmeta *m, uint64_t *n);
+/* Let go of every hold (FSM_PRED_HOLD): a mount that keeps no newest
+** version raw compresses those too. */
+int fsmeta_compress_release(fsmeta *m);
 /* Queue every live block stored raw, with no hints (it is tried as plain
 ** bytes): a rebuild's chunk rows know no encoder hints, and a block raw
 ** at the rebuild would otherwise stay raw. Blocks that gain nothing are

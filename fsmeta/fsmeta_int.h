@@ -40,7 +40,7 @@ enum {
     S_RCNEXT, S_RCPREV, S_RCOLD, S_RCEXT, S_RCVER, S_RCINODE, S_RCDEPS, S_RCHEIGHT, S_RCREBASE,
     S_RCDESC, S_RCVSTORED, S_RCISTORED,
     S_RVINS, S_RVNEXT, S_RVDONE, S_RVPURGE, S_RVCOUNT,
-    S_CPINS, S_CPNEXT, S_CPDONE, S_CPPURGE, S_CPCOUNT, S_CPREQUEUE,
+    S_CPINS, S_CPNEXT, S_CPDONE, S_CPPURGE, S_CPCOUNT, S_CPREQUEUE, S_CPSUPERSEDE, S_CPRELEASE,
     S_COUNT
 };
 
@@ -108,6 +108,10 @@ static inline int run(fsmeta *m, sqlite3_stmt *s)
     sqlite3_clear_bindings(s);
     return rc == SQLITE_DONE ? 0 : sql_err(m, rc);
 }
+
+/* A macro's value as a string literal, to build SQL text. */
+#define FSM_STR_(x) #x
+#define FSM_STR(x) FSM_STR_(x)
 
 /* Run a statement binding only ?1 = id. */
 static inline int run_id(fsmeta *m, int which, uint64_t id)

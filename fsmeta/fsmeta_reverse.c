@@ -11,7 +11,9 @@
 **
 ** A commit that adds a block a writer stored raw (the encoder was behind)
 ** queues it with its encoder's hints; the background compresses it and
-** drops the row. Rows of dead blocks are dropped.
+** drops the row. Rows of dead blocks are dropped. A block of the newest
+** version may be held raw (FSM_PRED_HOLD): the commit of its successor,
+** which queues the pair, lets go of it.
 */
 #include "fsmeta_int.h"
 
@@ -20,6 +22,8 @@
 ** close a loop. */
 #define LOSSY(id) "EXISTS (SELECT 1 FROM extent e JOIN version v ON v.id=e.ver " \
                   "WHERE e.chunk=" id " AND v.policy IS NOT NULL)"
+
+#define HOLD FSM_STR(FSM_PRED_HOLD)
 
 #define CHUNK_COLS(t) t ".id," t ".pack," t ".off," t ".raw_len," t ".stored_len," \
                       t ".codec," t ".hash," t ".base," t ".depth," t ".chain"
@@ -41,13 +45,15 @@ const char *const fsm_reverse_sql[S_COUNT] = {
     [S_CPNEXT] = "SELECT " CHUNK_COLS("c") "," CHUNK_COLS("n") ",t.width,t.flags,t.narrow_off "
                  "FROM compress_todo t JOIN chunk c ON c.id=t.chunk "
                  "LEFT JOIN chunk n ON n.id=t.narrow AND n.refs>0 "
-                 "WHERE c.refs>0 ORDER BY t.chunk LIMIT ?1",
+                 "WHERE c.refs>0 AND (t.flags&" HOLD ")=0 ORDER BY t.chunk LIMIT ?1",
     [S_CPDONE] = "DELETE FROM compress_todo WHERE chunk=?1",
     [S_CPPURGE] = "DELETE FROM compress_todo WHERE "
                   "NOT EXISTS (SELECT 1 FROM chunk WHERE id=compress_todo.chunk AND refs>0)",
-    [S_CPCOUNT] = "SELECT count(*) FROM compress_todo",
+    [S_CPCOUNT] = "SELECT count(*) FROM compress_todo WHERE (flags&" HOLD ")=0",
     [S_CPREQUEUE] = "INSERT OR IGNORE INTO compress_todo(chunk,width,flags,narrow,narrow_off) "
                     "SELECT id,0,?1,0,0 FROM chunk WHERE codec=0 AND base=0 AND refs>0",
+    [S_CPSUPERSEDE] = "UPDATE compress_todo SET flags=flags&~" HOLD " WHERE chunk=?1",
+    [S_CPRELEASE] = "UPDATE compress_todo SET flags=flags&~" HOLD " WHERE (flags&" HOLD ")<>0",
 };
 
 static void pair_row(sqlite3_stmt *s, void *dst)
@@ -120,6 +126,12 @@ int fsmeta_compress_done(fsmeta *m, const uint64_t *chunk, size_t n)
 int fsmeta_compress_count(fsmeta *m, uint64_t *n)
 {
     return fsm_scalar(m, S_CPCOUNT, 0, 0, (int64_t *)n);
+}
+
+int fsmeta_compress_release(fsmeta *m)
+{
+    CK_TRY(fsmeta_begin(m, 0));
+    return fsmeta_end(m, run(m, stmt(m, S_CPRELEASE)));
 }
 
 int fsmeta_compress_requeue(fsmeta *m)

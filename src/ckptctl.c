@@ -209,12 +209,14 @@ static int cmd_stats(struct store *st, const struct opts *o)
                " \"logical_bytes\": %llu, \"versions\": %llu, \"version_bytes\": %llu,\n"
                " \"stored_bytes\": %llu, \"ratio\": %.4f, \"live_ratio\": %.4f,\n"
                " \"chunks\": %llu, \"delta_chunks\": %llu, \"reverse_waiting\": %llu,"
-               " \"raw_waiting\": %llu, \"packs\": %llu, \"pack_bytes\": %llu,"
+               " \"raw_waiting\": %llu, \"raw_newest\": %llu, \"packs\": %llu,"
+               " \"pack_bytes\": %llu,"
                " \"pack_disk_bytes\": %llu",
                U(s.files), U(s.dirs), U(s.symlinks), U(s.others), U(s.logical_bytes),
                U(s.versions), U(s.version_bytes), U(s.stored_bytes), r,
                ratio(s.logical_bytes, s.stored_bytes), U(s.chunks), U(s.delta_chunks),
-               U(s.reverse_waiting), U(s.raw_waiting), U(packs), U(pbytes), U(pdisk));
+               U(s.reverse_waiting), U(s.raw_waiting), U(s.raw_held), U(packs), U(pbytes),
+               U(pdisk));
     } else {
         printf("store:          %s\n", st->path);
         printf("files:          %llu (%llu directories, %llu symlinks, %llu other)\n",
@@ -225,8 +227,9 @@ static int cmd_stats(struct store *st, const struct opts *o)
         printf("bytes stored:   %llu\n", U(s.stored_bytes));
         printf("ratio:          %.3fx (all versions kept over bytes stored)\n", r);
         printf("blocks:         %llu (%llu stored as deltas, %llu waiting to become "
-               "reverse deltas, %llu stored raw waiting to be compressed)\n", U(s.chunks),
-               U(s.delta_chunks), U(s.reverse_waiting), U(s.raw_waiting));
+               "reverse deltas, %llu stored raw waiting to be compressed, %llu of newest "
+               "versions kept raw)\n", U(s.chunks), U(s.delta_chunks), U(s.reverse_waiting),
+               U(s.raw_waiting), U(s.raw_held));
         printf("packs:          %llu files, %llu bytes (%llu on disk)\n", U(packs), U(pbytes),
                U(pdisk));
     }

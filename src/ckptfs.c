@@ -43,7 +43,7 @@
 /* Numeric options, range-checked from one table (num_opts). */
 enum { N_THREADS, N_CACHE, N_BUFFER, N_NICE, N_RESERVE, N_BLOCK, N_BEHIND, N_GROUPS,
        N_READAHEAD, N_DIRECT, N_KEEP_LAST, N_KEEP_EVERY, N_PRUNE, N_GC, N_BACKUP, N_SPILL,
-       N_UPLOAD, N_COUNT };
+       N_UPLOAD, N_RAW_NEWEST, N_COUNT };
 
 static const struct num_opt {
     const char *name;
@@ -65,6 +65,7 @@ static const struct num_opt {
     [N_GC] = {"gc_interval", 0, 31536000},
     [N_BACKUP] = {"backup_interval", 0, 31536000},
     [N_SPILL] = {"spill", 0, 1},
+    [N_RAW_NEWEST] = {"raw_newest", 0, 1},
     [N_UPLOAD] = {"upload_interval", 1, 86400},
 };
 
@@ -98,6 +99,7 @@ static const struct fuse_opt cli_opts[] = {
     FUSE_OPT_KEY("gc_interval=", KEY_NUM),
     FUSE_OPT_KEY("backup_interval=", KEY_NUM),
     FUSE_OPT_KEY("spill=", KEY_NUM),
+    FUSE_OPT_KEY("raw_newest=", KEY_NUM),
     FUSE_OPT_KEY("upload_interval=", KEY_NUM),
     OPT("attr_timeout=%lf", timeout),
     OPT("keep_within=%s", keep_within),
@@ -148,6 +150,10 @@ static void usage(const char *prog)
            "    -o spill=0|1         1: past the write buffer, blocks are stored raw\n"
            "                         and compressed in the background; 0: writers\n"
            "                         wait for the encoder (default 1)\n"
+           "    -o raw_newest=0|1    1: a save is stored raw, and compressed once a\n"
+           "                         newer version supersedes it, so the newest\n"
+           "                         version reads without decoding; 0: it is\n"
+           "                         compressed at once (default 1)\n"
            "    -o worker_nice=N     nice value of the compression workers, -20..19\n"
            "                         (default 10: the writers come first)\n"
            "    -o reserve_mib=N     free space kept for metadata; writes past it\n"
@@ -316,6 +322,9 @@ static int serve(struct fuse_session *se, struct fuse_cmdline_opts *o, struct st
     if (rc < 0) ck_log(CK_LOG_ERR, "cannot start workers: %s", strerror(-rc));
     int rw = !st->o.readonly;
     if (rc == 0 && rw) replay_lost(st);
+    /* Without raw_newest, newest versions held raw by earlier mounts are compressed too. */
+    if (rc == 0 && rw && !st->o.raw_newest && fsmeta_compress_release(st->meta) < 0)
+        ck_log(CK_LOG_WARN, "cannot release the raw newest versions for compression");
     /* A body that cannot be recovered now (a full disk) stays in staging for
     ** the next mount; serve anyway, so the user can free space. */
     if (rc == 0 && rw && vfs_recover(fs->v) < 0)
@@ -488,6 +497,7 @@ int main(int argc, char **argv)
     if (GIVEN(N_BLOCK)) so.block_size = (size_t)NUM(N_BLOCK) << 10;
     so.no_group = GIVEN(N_GROUPS) && NUM(N_GROUPS) == 0;
     so.spill = !GIVEN(N_SPILL) || NUM(N_SPILL) == 1;
+    so.raw_newest = !GIVEN(N_RAW_NEWEST) || NUM(N_RAW_NEWEST) == 1;
     so.init_nonempty = cli.init_nonempty;
     struct bg_opts keep = {.keep = {.keep_last = (unsigned)NUM(N_KEEP_LAST),
                                     .keep_every = (unsigned)NUM(N_KEEP_EVERY)},

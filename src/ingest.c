@@ -155,12 +155,15 @@ static int commit_locked(struct ingest *ig, struct ifile *n, int durable, int fi
 ** than make the writer wait for the encoder, store the block raw here,
 ** through the page cache as a native save goes, for the background to
 ** compress (compress.h): memory stays bounded by the buffer, and the disk
-** holds the backlog. A disk near full (store_space_raw) makes the writer
-** wait. */
+** holds the backlog. A checkpoint's blocks go raw at once under -o
+** raw_newest (hint_for): the newest version reads without decoding, and is
+** compressed once superseded. A disk near full (store_space_raw) makes the
+** writer wait. */
 static void hand_over(struct store *st, struct job *j)
 {
-    int rc = st->o.spill ? pool_try_submit(st->workers, encode_job, j, j->len)
-                         : pool_submit(st->workers, encode_job, j, j->len);
+    int rc = j->h.hold ? -EAGAIN
+             : st->o.spill    ? pool_try_submit(st->workers, encode_job, j, j->len)
+                              : pool_submit(st->workers, encode_job, j, j->len);
     if (rc == -EAGAIN && store_space_raw(st, j->len) == 0) {
         store_job(j, 1);
         return;
@@ -359,9 +362,11 @@ static void hint_for(struct ingest *ig, struct ifile *n, const uint8_t *raw, uin
         t = cutter_hint(n->cut, off, len, h);
     }
     if (t && t->dtype == FMT_BF16) __atomic_store_n(&n->narrow, 1, __ATOMIC_RELEASE);
-    /* The newest version decodes alone: the block of the version before
-    ** becomes a delta against this one later, in the background. */
+    /* The newest version decodes alone (a checkpoint's without decoding at
+    ** all, -o raw_newest): the block of the version before becomes a delta
+    ** against this one later, in the background. */
     h->pred_only = h->has_base;
+    h->hold = st->o.raw_newest && cutter_first(n->cut) != NULL;
     if (t && h->width == 4 && h->is_float) {
         if (!n->xb) settle_siblings(ig, n);
         if (!n->xb) n->xb = xbase_new();

@@ -553,7 +553,7 @@ int store_put_raw(struct store *st, void *raw, size_t len, const struct store_hi
         if (pred_block(len, hash, h, c, raw)) return 0;
         p = c->pred;
     }
-    p.flags |= FSM_PRED_RAW;
+    p.flags |= FSM_PRED_RAW | (h && h->hold ? FSM_PRED_HOLD : 0);
     if (h && h->has_narrow) p.narrow = h->narrow.id, p.narrow_off = h->narrow_off;
     int rc = append_block(st, CODEC_RAW, NULL, raw, len, raw, len, hash, NULL, KEEP_NONE, c,
                           raw);

@@ -47,6 +47,8 @@ struct store_opts {
     int no_group;            /* tensor deltas never grouped (faster to decode) */
     int spill;               /* past the write buffer, blocks are stored raw
                                 and compressed in the background (ingest.c) */
+    int raw_newest;          /* a checkpoint's blocks are stored raw, and held so
+                                until a newer version supersedes them (ingest.c) */
     int readonly;            /* tools: no lock, no writes */
     int shared;              /* tools beside a live mount: metadata writable
                                 through SQLite; no lock, packs read-only */
@@ -139,6 +141,8 @@ struct store_hint {
     uint32_t narrow_off;   /* element of narrow where this block's values start */
     uint32_t below;        /* nonzero: append only a record of fewer stored
                               bytes (store_put_block returns 1 otherwise) */
+    int hold;              /* store_put_raw: keep it raw while its version is
+                              the newest (FSM_PRED_HOLD) */
 };
 
 /* Chains of deltas are bounded so a read never decodes more than

@@ -1248,6 +1248,81 @@ START_TEST(test_fsync_takes_back_raw)
 }
 END_TEST
 
+static uint64_t raw_waiting(struct fx *f, uint64_t *held)
+{
+    struct fsm_stats s;
+    ck_assert_int_eq(fsmeta_stats(f->st->meta, &s), 0);
+    uint64_t n = 1;
+    ck_assert_int_eq(fsmeta_compress_count(f->st->meta, &n), 0);
+    ck_assert_uint_eq(n, s.raw_waiting);
+    *held = s.raw_held;
+    return n;
+}
+
+/* With -o raw_newest a save is stored raw without waiting for any worker,
+** and stays raw while it is the newest: the compressor leaves it. The next
+** version of its family lets go of it: it becomes reverse deltas against
+** the next (raw) one, exact. A mount without raw_newest lets go of every
+** hold, and the newest is compressed too. */
+START_TEST(test_raw_newest_held)
+{
+    struct fx f;
+    ut_newdir(f.dir);
+    struct store_opts o = fx_opts(0, 1);
+    o.raw_newest = 1;
+    fx_start_opts(&f, &o);
+    ck_assert_int_eq(store_space_raw(f.st, (uint64_t)64 << 20), 0);
+    struct ut_tensor t = {"w", "F32", 4, 12 * BS};
+    size_t len, data, all;
+    uint8_t *v1 = weights(&t, &len, &data, 1), *v2 = weights(&t, &len, &data, 2);
+    uint64_t d1 = fx_mk(&f, FSMETA_ROOT_INO, "checkpoint-1", S_IFDIR | 0755);
+    uint64_t d2 = fx_mk(&f, FSMETA_ROOT_INO, "checkpoint-2", S_IFDIR | 0755);
+    uint64_t i1 = fx_mk(&f, d1, "w.safetensors", S_IFREG | 0644);
+    uint64_t i2 = fx_mk(&f, d2, "w.safetensors", S_IFREG | 0644);
+
+    struct node *n = pin(&f, i1);
+    stream_file(&f, n, v1, len);
+    node_unpin(f.nt, n);
+    ck_assert_uint_ge(raw_chunks(&f, i1, &all), 12);
+    uint64_t held;
+    ck_assert_uint_eq(raw_waiting(&f, &held), 0);
+    ck_assert_uint_ge(held, 12);
+    struct compress_stats cs = {0};
+    ck_assert_int_eq(compress_pending(f.st, NULL, 0, &cs), 0);
+    ck_assert_uint_eq(cs.blocks, 0);
+    ck_assert_uint_ge(raw_chunks(&f, i1, &all), 12);
+    check_ino(&f, i1, v1, len);
+
+    n = pin(&f, i2);
+    stream_file(&f, n, v2, len);
+    node_unpin(f.nt, n);
+    ck_assert_uint_ge(raw_waiting(&f, &held), 12); /* checkpoint-1's, superseded */
+    ck_assert_uint_ge(held, 12);
+    ck_assert_uint_ge(reverse_all(&f), 12);
+    ck_assert_int_eq(compress_pending(f.st, NULL, 0, &cs), 0);
+    ck_assert_uint_eq(raw_waiting(&f, &held), 0);
+    ck_assert_uint_le(raw_chunks(&f, i1, &all), 1); /* the header gains nothing */
+    ck_assert_uint_ge(raw_chunks(&f, i2, &all), 12);
+    ck_assert_uint_lt(stored_of(&f, i1), stored_of(&f, i2) / 2);
+    fx_reopen(&f);
+    check_ino(&f, i1, v1, len);
+    check_ino(&f, i2, v2, len);
+
+    ck_assert_int_eq(fsmeta_compress_release(f.st->meta), 0);
+    ck_assert_uint_ge(raw_waiting(&f, &held), 12);
+    ck_assert_uint_eq(held, 0);
+    ck_assert_int_eq(compress_pending(f.st, NULL, 0, &cs), 0);
+    ck_assert_uint_ge(cs.compressed, 12);
+    ck_assert_uint_le(raw_chunks(&f, i2, &all), 1);
+    fx_reopen(&f);
+    check_ino(&f, i1, v1, len);
+    check_ino(&f, i2, v2, len);
+    fx_stop(&f);
+    free(v1);
+    free(v2);
+}
+END_TEST
+
 int main(void)
 {
     const TTest *const ingest_tests[] = {
@@ -1269,6 +1344,7 @@ int main(void)
         test_rebuild_requeues_raw,
         test_fp32_beside_owed,
         test_fsync_takes_back_raw,
+        test_raw_newest_held,
         NULL,
     };
     return ut_main("ingest", (const struct ut_tcase[]){

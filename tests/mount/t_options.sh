@@ -33,6 +33,8 @@ prune_interval 1 31536000
 gc_interval 0 31536000
 backup_interval 0 31536000
 spill 0 1
+raw_newest 0 1
+upload_interval 1 86400
 LIST
 expect_status 2 "-o attr_timeout=-1" "$CKPTFS" "$STORE" "$MNT" -o attr_timeout=-1
 grep -q "attr_timeout: .* from 0 to 86400" <<<"$ERR" || fail "attr_timeout: $ERR"

@@ -1,6 +1,8 @@
 #!/bin/bash
 # t_spill.sh: saves larger than the write buffer while the encoder is slow
-# (-o write_buffer_mib=1,threads=1; -o spill=1 is the default). The blocks
+# (-o write_buffer_mib=1,threads=1; -o spill=1 is the default), with the
+# newest version compressed at once (-o raw_newest=0; t_rawnewest.sh tests
+# the default, which keeps it raw). The blocks
 # the workers cannot take are stored raw by the writer, which goes on, and
 # compressed later by the background (src/compress.h).
 #
@@ -25,7 +27,7 @@ set -euo pipefail
 . "$TESTLIB"
 
 KILLS=${SPILL_KILLS:-3}
-OPTS=write_buffer_mib=1,threads=1,gc_interval=0
+OPTS=write_buffer_mib=1,threads=1,gc_interval=0,raw_newest=0
 /usr/bin/python3 - "$T/v1" "$T/v2" <<'PY'
 import sys, numpy as np
 import json, struct
