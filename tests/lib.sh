@@ -344,6 +344,27 @@ train()
     "$PY" "$TRAIN" "$@" >"$out" 2>&1 || { cat "$out"; fail "$what: train.py failed"; }
 }
 
+# weights_pair V1 V2 FLOATS SEED: two versions of a safetensors file of
+# FLOATS float32 weights (one tensor "w"), the second a small step from the
+# first in a tenth of its elements, as training moves them.
+weights_pair()
+{
+    /usr/bin/python3 - "$@" <<'PY'
+import json, struct, sys
+import numpy as np
+v1, v2, n, seed = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+rng = np.random.default_rng(seed)
+w = rng.standard_normal(n, dtype=np.float32) * 0.02
+step = np.zeros_like(w)
+idx = rng.choice(w.size, w.size // 10, replace=False)
+step[idx] = rng.standard_normal(idx.size, dtype=np.float32) * 1e-4
+hdr = json.dumps({"w": {"dtype": "F32", "shape": [w.size], "data_offsets": [0, 4 * w.size]}})
+hdr = hdr.encode() + b" " * (-len(hdr) % 8)
+for path, t in ((v1, w), (v2, (w + step).astype(np.float32))):
+    open(path, "wb").write(struct.pack("<Q", len(hdr)) + hdr + t.astype("<f4").tobytes())
+PY
+}
+
 # rand_file FILE BYTES: BYTES of random data from /dev/urandom.
 rand_file()
 {

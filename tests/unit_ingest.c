@@ -103,6 +103,17 @@ static uint64_t fx_mkfile(struct fx *f, const char *name)
     return fx_mk(f, FSMETA_ROOT_INO, name, S_IFREG | 0644);
 }
 
+/* File name in two new directories of one family (checkpoint-N): ino[0]
+** in dir1, ino[1] in dir2. */
+static void fx_family(struct fx *f, const char *dir1, const char *dir2, const char *name,
+                      uint64_t ino[2])
+{
+    const char *dir[2] = {dir1, dir2};
+    for (int k = 0; k < 2; k++)
+        ino[k] = fx_mk(f, fx_mk(f, FSMETA_ROOT_INO, dir[k], S_IFDIR | 0755), name,
+                       S_IFREG | 0644);
+}
+
 static struct node *pin(struct fx *f, uint64_t ino)
 {
     struct node *n = node_pin(f->nt, ino);
@@ -804,10 +815,9 @@ START_TEST(test_checkpoint_deltas)
     memcpy(v3, v2, len);
     for (size_t i = data + 1; i < len; i += 1499) v3[i] ^= 0x33;
 
-    uint64_t d1 = fx_mk(&f, FSMETA_ROOT_INO, "checkpoint-100", S_IFDIR | 0755);
-    uint64_t d2 = fx_mk(&f, FSMETA_ROOT_INO, "checkpoint-200", S_IFDIR | 0755);
-    uint64_t i1 = fx_mk(&f, d1, "model.safetensors", S_IFREG | 0644);
-    uint64_t i2 = fx_mk(&f, d2, "model.safetensors", S_IFREG | 0644);
+    uint64_t ino[2];
+    fx_family(&f, "checkpoint-100", "checkpoint-200", "model.safetensors", ino);
+    uint64_t i1 = ino[0], i2 = ino[1];
     struct node *n = pin(&f, i1);
     stream_file(&f, n, v1, len);
     node_unpin(f.nt, n);
@@ -1009,10 +1019,9 @@ START_TEST(test_raw_behind)
     struct ut_tensor t = {"w", "F32", 4, 12 * BS};
     size_t len, data, all;
     uint8_t *v1 = weights(&t, &len, &data, 1), *v2 = weights(&t, &len, &data, 2);
-    uint64_t d1 = fx_mk(&f, FSMETA_ROOT_INO, "checkpoint-1", S_IFDIR | 0755);
-    uint64_t d2 = fx_mk(&f, FSMETA_ROOT_INO, "checkpoint-2", S_IFDIR | 0755);
-    uint64_t i1 = fx_mk(&f, d1, "w.safetensors", S_IFREG | 0644);
-    uint64_t i2 = fx_mk(&f, d2, "w.safetensors", S_IFREG | 0644);
+    uint64_t ino[2];
+    fx_family(&f, "checkpoint-1", "checkpoint-2", "w.safetensors", ino);
+    uint64_t i1 = ino[0], i2 = ino[1];
     struct gate g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
     ck_assert_int_eq(pool_submit(f.st->workers, gate_job, &g, (size_t)1 << 30), 0); /* fills it */
 
@@ -1275,10 +1284,9 @@ START_TEST(test_raw_newest_held)
     struct ut_tensor t = {"w", "F32", 4, 12 * BS};
     size_t len, data, all;
     uint8_t *v1 = weights(&t, &len, &data, 1), *v2 = weights(&t, &len, &data, 2);
-    uint64_t d1 = fx_mk(&f, FSMETA_ROOT_INO, "checkpoint-1", S_IFDIR | 0755);
-    uint64_t d2 = fx_mk(&f, FSMETA_ROOT_INO, "checkpoint-2", S_IFDIR | 0755);
-    uint64_t i1 = fx_mk(&f, d1, "w.safetensors", S_IFREG | 0644);
-    uint64_t i2 = fx_mk(&f, d2, "w.safetensors", S_IFREG | 0644);
+    uint64_t ino[2];
+    fx_family(&f, "checkpoint-1", "checkpoint-2", "w.safetensors", ino);
+    uint64_t i1 = ino[0], i2 = ino[1];
 
     struct node *n = pin(&f, i1);
     stream_file(&f, n, v1, len);

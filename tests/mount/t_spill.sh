@@ -28,19 +28,7 @@ set -euo pipefail
 
 KILLS=${SPILL_KILLS:-3}
 OPTS=write_buffer_mib=1,threads=1,gc_interval=0,raw_newest=0
-/usr/bin/python3 - "$T/v1" "$T/v2" <<'PY'
-import sys, numpy as np
-import json, struct
-rng = np.random.default_rng(7)
-w = (rng.standard_normal(24 << 20, dtype=np.float32) * 0.02)
-step = np.zeros_like(w)
-idx = rng.choice(w.size, w.size // 10, replace=False)
-step[idx] = rng.standard_normal(idx.size, dtype=np.float32) * 1e-4
-hdr = json.dumps({"w": {"dtype": "F32", "shape": [w.size], "data_offsets": [0, 4 * w.size]}})
-hdr = hdr.encode() + b" " * (-len(hdr) % 8)
-for path, t in ((sys.argv[1], w), (sys.argv[2], (w + step).astype(np.float32))):
-    open(path, "wb").write(struct.pack("<Q", len(hdr)) + hdr + t.astype("<f4").tobytes())
-PY
+weights_pair "$T/v1" "$T/v2" $((24 << 20)) 7
 size=$(stat -c %s "$T/v1")
 
 # garbage: bytes of the packs that no live block uses.
