@@ -147,23 +147,32 @@ static void store_job(struct job *j, int raw)
 
 static void encode_job(void *arg) { store_job(arg, 0); }
 
+/* A block held raw (-o raw_newest): a worker appends it as it is, unless
+** the disk is near full (store_space_raw), where it is encoded instead. */
+static void raw_job(void *arg)
+{
+    struct job *j = arg;
+    store_job(j, store_space_raw(j->st, j->len) == 0);
+}
+
 static void hint_for(struct ingest *ig, struct ifile *n, const uint8_t *raw, uint64_t off,
                      size_t len, struct store_hint *h);
 static int commit_locked(struct ingest *ig, struct ifile *n, int durable, int final);
 
-/* Hand j to the workers. When the write buffer is full (-o spill), rather
-** than make the writer wait for the encoder, store the block raw here,
-** through the page cache as a native save goes, for the background to
-** compress (compress.h): memory stays bounded by the buffer, and the disk
-** holds the backlog. A checkpoint's blocks go raw at once under -o
-** raw_newest (hint_for): the newest version reads without decoding, and is
-** compressed once superseded. A disk near full (store_space_raw) makes the
-** writer wait. */
+/* Hand j to the workers: to encode it, or for a checkpoint's block under
+** -o raw_newest (hint_for) to append it raw, so the newest version reads
+** without decoding and is compressed once superseded; either way the
+** writer goes on once the block is in the write buffer. When the buffer is
+** full (-o spill), rather than make the writer wait, it stores the block
+** raw itself, through the page cache as a native save goes, for the
+** background to compress (compress.h): memory stays bounded by the buffer,
+** and the disk holds the backlog. A disk near full (store_space_raw) makes
+** the writer wait. */
 static void hand_over(struct store *st, struct job *j)
 {
-    int rc = j->h.hold ? -EAGAIN
-             : st->o.spill    ? pool_try_submit(st->workers, encode_job, j, j->len)
-                              : pool_submit(st->workers, encode_job, j, j->len);
+    void (*fn)(void *) = j->h.hold ? raw_job : encode_job;
+    int rc = st->o.spill || j->h.hold ? pool_try_submit(st->workers, fn, j, j->len)
+                                      : pool_submit(st->workers, fn, j, j->len);
     if (rc == -EAGAIN && store_space_raw(st, j->len) == 0) {
         store_job(j, 1);
         return;
@@ -174,19 +183,21 @@ static void hand_over(struct store *st, struct job *j)
 
 static int job_of(void *arg, void *n) { return ((struct job *)arg)->n == n; }
 
-/* An fsync does not wait for the encoder either (-o spill): n's blocks no
-** worker has started are stored raw here, as hand_over stores them when the
-** buffer is full, so the sync costs what a native one does. */
+/* An fsync does not wait for the workers either: n's blocks no worker has
+** started (to encode, with -o spill; held raw, always) are stored raw here,
+** as hand_over stores them when the buffer is full, so the sync costs what
+** a native one does. */
 static void take_back(struct store *st, struct ifile *n)
 {
+    void (*const fn[2])(void *) = {raw_job, encode_job};
     void *j[32];
     size_t k;
-    if (!st->o.spill) return;
-    while ((k = pool_take(st->workers, encode_job, job_of, n, j, 32)) > 0)
-        for (size_t i = 0; i < k; i++) {
-            struct job *b = j[i];
-            store_job(b, store_space_raw(st, b->len) == 0);
-        }
+    for (int f = 0; f < (st->o.spill ? 2 : 1); f++)
+        while ((k = pool_take(st->workers, fn[f], job_of, n, j, 32)) > 0)
+            for (size_t i = 0; i < k; i++) {
+                struct job *b = j[i];
+                store_job(b, store_space_raw(st, b->len) == 0);
+            }
 }
 
 /* Queue raw (bbuf.h, ownership passes) as the block at file offset off,

@@ -1215,14 +1215,17 @@ static void *fsync_file(void *arg)
     return NULL;
 }
 
-/* An fsync does not wait for the encoder (-o spill): blocks still queued
-** behind the one worker, held by a gate, are stored raw by the fsync
-** itself, read back exact, and the background compresses them later. The
-** gate opens after 10 s either way. */
-START_TEST(test_fsync_takes_back_raw)
+/* An fsync does not wait for the workers: blocks still queued behind the
+** one worker, held by a gate, are stored raw by the fsync itself and read
+** back exact. Blocks queued to be encoded (-o spill) are compressed by the
+** background later; a checkpoint's blocks queued to be appended raw (-o
+** raw_newest, here without spill) stay raw, held. The gate opens after
+** 10 s either way. */
+static void fsync_takes_back(int raw_newest)
 {
     struct fx f;
-    struct store_opts o = fx_opts(0, 1);
+    struct store_opts o = fx_opts(0, !raw_newest);
+    o.raw_newest = raw_newest;
     o.buffer_bytes = 16 * BS; /* room: the blocks queue instead of going raw */
     struct gate g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
     fx_start_held(&f, &o, &g);
@@ -1240,21 +1243,31 @@ START_TEST(test_fsync_takes_back_raw)
     size_t nraw = done ? raw_chunks(&f, ino, &all) : 0;
     gate_open(&g);
     ck_assert_int_eq(pthread_join(th, NULL), 0);
-    ck_assert_msg(done, "the fsync waited for the encoder");
+    ck_assert_msg(done, "the fsync waited for the workers");
     ck_assert_int_eq(y.rc, 0);
     ck_assert_msg(nraw >= 6, "%zu raw of %zu", nraw, all);
     check_content(&f, n, v, len);
     ck_assert_int_eq(ingest_commit(&f.ig, n, 0, 1), 0);
     struct compress_stats cs = {0};
     ck_assert_int_eq(compress_pending(f.st, NULL, 0, &cs), 0);
-    ck_assert_uint_ge(cs.compressed, 6);
-    ck_assert_uint_le(raw_chunks(&f, ino, &all), 1); /* the header gains nothing */
+    if (raw_newest) {
+        ck_assert_uint_eq(cs.blocks, 0);
+        ck_assert_uint_ge(raw_chunks(&f, ino, &all), 6);
+    } else {
+        ck_assert_uint_ge(cs.compressed, 6);
+        ck_assert_uint_le(raw_chunks(&f, ino, &all), 1); /* the header gains nothing */
+    }
     node_unpin(f.nt, n);
     fx_reopen(&f);
     check_ino(&f, ino, v, len);
     fx_stop(&f);
     free(v);
 }
+
+START_TEST(test_fsync_takes_back_raw) { fsync_takes_back(0); }
+END_TEST
+
+START_TEST(test_fsync_takes_back_held) { fsync_takes_back(1); }
 END_TEST
 
 static uint64_t raw_waiting(struct fx *f, uint64_t *held)
@@ -1353,6 +1366,7 @@ int main(void)
         test_fp32_beside_owed,
         test_fsync_takes_back_raw,
         test_raw_newest_held,
+        test_fsync_takes_back_held,
         NULL,
     };
     return ut_main("ingest", (const struct ut_tcase[]){
