@@ -1093,7 +1093,7 @@ static int reverse_add(fsmeta *m, const struct fsm_chunk *c)
     bind_i64(s, 1, (int64_t)c->id);
     bind_i64(s, 2, (int64_t)c->pred.older);
     bind_i64(s, 3, c->pred.width);
-    bind_i64(s, 4, c->pred.flags);
+    bind_i64(s, 4, c->pred.flags & (FSM_PRED_FLOAT | FSM_PRED_PLAIN));
     CK_TRY(run(m, s));
     return run_id(m, S_CPSUPERSEDE, c->pred.older); /* no longer the newest */
 }
@@ -1216,7 +1216,8 @@ int fsmeta_stats(fsmeta *m, struct fsm_stats *st)
         "(SELECT coalesce(sum(size),0) FROM version WHERE state<>2),"
         "(SELECT count(*) FROM reverse_todo),"
         "(SELECT count(*) FROM compress_todo WHERE (flags&" FSM_STR(FSM_PRED_HOLD) ")=0),"
-        "(SELECT count(*) FROM compress_todo WHERE (flags&" FSM_STR(FSM_PRED_HOLD) ")<>0)";
+        "(SELECT count(*) FROM compress_todo t JOIN chunk c ON c.id=t.chunk "
+        "WHERE (t.flags&" FSM_STR(FSM_PRED_HOLD) ")<>0 AND c.refs>0)";
     lock(m);
     sqlite3_stmt *s = NULL;
     int rc = sqlite3_prepare_v2(m->db, q, -1, &s, NULL);

@@ -13,7 +13,10 @@
 ** queues it with its encoder's hints; the background compresses it and
 ** drops the row. Rows of dead blocks are dropped. A block of the newest
 ** version may be held raw (FSM_PRED_HOLD): the commit of its successor,
-** which queues the pair, lets go of it.
+** which queues the pair, lets go of it. A raw block that is the older of a
+** queued pair waits for the reverse delta (made from its raw bytes), and is
+** compressed only if that does not pay; but fp32 master weights (narrow
+** set) are coded against their bf16 model first, which beats a delta.
 */
 #include "fsmeta_int.h"
 
@@ -45,7 +48,10 @@ const char *const fsm_reverse_sql[S_COUNT] = {
     [S_CPNEXT] = "SELECT " CHUNK_COLS("c") "," CHUNK_COLS("n") ",t.width,t.flags,t.narrow_off "
                  "FROM compress_todo t JOIN chunk c ON c.id=t.chunk "
                  "LEFT JOIN chunk n ON n.id=t.narrow AND n.refs>0 "
-                 "WHERE c.refs>0 AND (t.flags&" HOLD ")=0 ORDER BY t.chunk LIMIT ?1",
+                 "WHERE c.refs>0 AND (t.flags&" HOLD ")=0 "
+                 "AND (t.narrow<>0 OR NOT EXISTS (SELECT 1 FROM reverse_todo r "
+                 "WHERE r.older=t.chunk)) "
+                 "ORDER BY t.chunk LIMIT ?1",
     [S_CPDONE] = "DELETE FROM compress_todo WHERE chunk=?1",
     [S_CPPURGE] = "DELETE FROM compress_todo WHERE "
                   "NOT EXISTS (SELECT 1 FROM chunk WHERE id=compress_todo.chunk AND refs>0)",

@@ -84,6 +84,8 @@ CREATE TABLE IF NOT EXISTS reverse_todo (
     width   INTEGER NOT NULL,
     flags   INTEGER NOT NULL
 );
+-- A raw block waiting to become a reverse delta is not compressed first.
+CREATE INDEX IF NOT EXISTS reverse_older ON reverse_todo (older);
 
 -- Blocks a writer stored raw because the encoder was behind it (format 7,
 -- src/compress.h): the background compresses each one, swaps the new

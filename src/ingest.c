@@ -377,7 +377,8 @@ static void hint_for(struct ingest *ig, struct ifile *n, const uint8_t *raw, uin
     ** all, -o raw_newest): the block of the version before becomes a delta
     ** against this one later, in the background. */
     h->pred_only = h->has_base;
-    h->hold = st->o.raw_newest && cutter_first(n->cut) != NULL;
+    h->hold = st->o.raw_newest && cutter_first(n->cut) != NULL &&
+              (h->has_base || cutter_family(n->cut) != NULL); /* a successor may come */
     if (t && h->width == 4 && h->is_float) {
         if (!n->xb) settle_siblings(ig, n);
         if (!n->xb) n->xb = xbase_new();

@@ -1010,8 +1010,8 @@ static uint8_t *weights(const struct ut_tensor *t, size_t *len, size_t *data, in
 ** full) store their blocks raw and never wait; each reads back exact, is
 ** queued, and the background compresses it (compress.h) into fewer bytes,
 ** still exact, also from a reopened store. The next version's raw blocks
-** pair with their predecessors, which become reverse deltas against them;
-** the newest stays standalone. */
+** pair with their predecessors, which are not compressed first: they
+** become reverse deltas from their raw bytes; the newest stays standalone. */
 START_TEST(test_raw_behind)
 {
     struct fx f;
@@ -1043,14 +1043,16 @@ START_TEST(test_raw_behind)
     gate_open(&g);
     struct compress_stats cs = {0};
     ck_assert_int_eq(compress_pending(f.st, NULL, 0, &cs), 0);
-    ck_assert_uint_ge(cs.compressed, 24);
+    ck_assert_uint_ge(cs.compressed, 12); /* checkpoint-2's */
     ck_assert_uint_lt(cs.after, cs.before / 4 * 3);
+    ck_assert_uint_le(raw_chunks(&f, i2, &all), 1); /* the 72-byte header gains nothing */
+    ck_assert_uint_ge(raw_chunks(&f, i1, &all), 12); /* waits for its reverse delta */
+    ck_assert_uint_ge(reverse_all(&f), 12); /* checkpoint-1 against checkpoint-2, from raw */
+    ck_assert_int_eq(compress_pending(f.st, NULL, 0, &cs), 0);
     ck_assert_int_eq(fsmeta_compress_count(f.st->meta, &waiting), 0);
     ck_assert_uint_eq(waiting, 0);
-    ck_assert_uint_le(raw_chunks(&f, i1, &all), 1); /* the 72-byte header gains nothing */
-    ck_assert_uint_le(raw_chunks(&f, i2, &all), 1);
+    ck_assert_uint_le(raw_chunks(&f, i1, &all), 1);
     ck_assert_uint_lt(stored_of(&f, i1), raw_stored / 4 * 3);
-    ck_assert_uint_ge(reverse_all(&f), 12); /* checkpoint-1 against checkpoint-2 */
     expect_standalone(&f, i2);
     ck_assert_uint_lt(stored_of(&f, i1), stored_of(&f, i2) / 2);
     fx_reopen(&f);
@@ -1284,7 +1286,7 @@ static uint64_t raw_waiting(struct fx *f, uint64_t *held)
 /* With -o raw_newest a save is stored raw without waiting for any worker,
 ** and stays raw while it is the newest: the compressor leaves it. The next
 ** version of its family lets go of it: it becomes reverse deltas against
-** the next (raw) one, exact. A mount without raw_newest lets go of every
+** the next (raw) one, from its raw bytes (not compressed first), exact. A mount without raw_newest lets go of every
 ** hold, and the newest is compressed too. */
 START_TEST(test_raw_newest_held)
 {
@@ -1319,7 +1321,10 @@ START_TEST(test_raw_newest_held)
     node_unpin(f.nt, n);
     ck_assert_uint_ge(raw_waiting(&f, &held), 12); /* checkpoint-1's, superseded */
     ck_assert_uint_ge(held, 12);
+    ck_assert_int_eq(compress_pending(f.st, NULL, 0, &cs), 0); /* the daemon's order */
+    ck_assert_uint_eq(cs.blocks, 0); /* checkpoint-1's wait for their reverse deltas */
     ck_assert_uint_ge(reverse_all(&f), 12);
+    ck_assert_uint_ge(delta_chunks(&f), 12);
     ck_assert_int_eq(compress_pending(f.st, NULL, 0, &cs), 0);
     ck_assert_uint_eq(raw_waiting(&f, &held), 0);
     ck_assert_uint_le(raw_chunks(&f, i1, &all), 1); /* the header gains nothing */
