@@ -361,6 +361,14 @@ static void settle_siblings(struct ingest *ig, struct ifile *n)
 }
 
 /* Describe the block raw = [off, off + len) just cut, for the encoder. */
+/* Whether the file is one of a series: numbers in its directory names
+** (checkpoint-500/, step_100/), which cutter_family_key makes '#'. */
+static int in_series(const struct cutter *c)
+{
+    const char *fam = cutter_family(c);
+    return fam && strchr(fam, '#') != NULL;
+}
+
 static void hint_for(struct ingest *ig, struct ifile *n, const uint8_t *raw, uint64_t off,
                      size_t len, struct store_hint *h)
 {
@@ -378,7 +386,7 @@ static void hint_for(struct ingest *ig, struct ifile *n, const uint8_t *raw, uin
     ** against this one later, in the background. */
     h->pred_only = h->has_base;
     h->hold = st->o.raw_newest && cutter_first(n->cut) != NULL &&
-              (h->has_base || cutter_family(n->cut) != NULL); /* a successor may come */
+              (h->has_base || in_series(n->cut)); /* a successor may come */
     if (t && h->width == 4 && h->is_float) {
         if (!n->xb) settle_siblings(ig, n);
         if (!n->xb) n->xb = xbase_new();

@@ -1235,7 +1235,8 @@ static void fsync_takes_back(int raw_newest)
     struct ut_tensor t = {"w", "F32", 4, 6 * BS};
     size_t len, data, all;
     uint8_t *v = weights(&t, &len, &data, 1);
-    uint64_t ino = fx_mkfile(&f, "w.safetensors");
+    uint64_t dir = fx_mk(&f, FSMETA_ROOT_INO, "checkpoint-1", S_IFDIR | 0755); /* a series */
+    uint64_t ino = fx_mk(&f, dir, "w.safetensors", S_IFREG | 0644);
     struct node *n = pin(&f, ino);
     write_pieces(&f, n, v, len);
     struct syncer y = {&f, n, -1, 0};
@@ -1333,6 +1334,24 @@ START_TEST(test_raw_newest_held)
     fx_reopen(&f);
     check_ino(&f, i1, v1, len);
     check_ino(&f, i2, v2, len);
+
+    /* A model file with no family and nothing before it: no successor is
+    ** expected, so it is encoded at once. */
+    o.raw_newest = 1;
+    fx_stop(&f);
+    fx_start_opts(&f, &o);
+    struct ut_tensor tx = {"x", "F32", 4, 12 * BS}; /* no twin to take as base */
+    size_t xlen, xdata;
+    uint8_t *vx = weights(&tx, &xlen, &xdata, 3);
+    uint64_t one = fx_mkfile(&f, "model.safetensors"), held0;
+    raw_waiting(&f, &held0);
+    n = pin(&f, one);
+    stream_file(&f, n, vx, xlen);
+    node_unpin(f.nt, n);
+    raw_waiting(&f, &held);
+    ck_assert_uint_eq(held, held0);
+    check_ino(&f, one, vx, xlen);
+    free(vx);
 
     ck_assert_int_eq(fsmeta_compress_release(f.st->meta), 0);
     ck_assert_uint_ge(raw_waiting(&f, &held), 12);
