@@ -360,7 +360,6 @@ static void settle_siblings(struct ingest *ig, struct ifile *n)
     ingest_settle_all(ig, NULL, parent);
 }
 
-/* Describe the block raw = [off, off + len) just cut, for the encoder. */
 /* Whether the file is one of a series: numbers in its directory names
 ** (checkpoint-500/, step_100/), which cutter_family_key makes '#'. */
 static int in_series(const struct cutter *c)
@@ -369,6 +368,7 @@ static int in_series(const struct cutter *c)
     return fam && strchr(fam, '#') != NULL;
 }
 
+/* Describe the block raw = [off, off + len) just cut, for the encoder. */
 static void hint_for(struct ingest *ig, struct ifile *n, const uint8_t *raw, uint64_t off,
                      size_t len, struct store_hint *h)
 {
