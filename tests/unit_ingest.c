@@ -762,6 +762,14 @@ static void stream_file(struct fx *f, struct node *n, const uint8_t *buf, size_t
     ck_assert_int_eq(ingest_commit(&f->ig, n, 0, 1), 0);
 }
 
+/* stream_file into the file ino, pinned for it. */
+static void stream_new(struct fx *f, uint64_t ino, const uint8_t *buf, size_t len)
+{
+    struct node *n = pin(f, ino);
+    stream_file(f, n, buf, len);
+    node_unpin(f->nt, n);
+}
+
 static uint64_t delta_chunks(struct fx *f)
 {
     struct fsm_stats s;
@@ -1304,9 +1312,7 @@ START_TEST(test_raw_newest_held)
     fx_family(&f, "checkpoint-1", "checkpoint-2", "w.safetensors", ino);
     uint64_t i1 = ino[0], i2 = ino[1];
 
-    struct node *n = pin(&f, i1);
-    stream_file(&f, n, v1, len);
-    node_unpin(f.nt, n);
+    stream_new(&f, i1, v1, len);
     ck_assert_uint_ge(raw_chunks(&f, i1, &all), 12);
     uint64_t held;
     ck_assert_uint_eq(raw_waiting(&f, &held), 0);
@@ -1317,9 +1323,7 @@ START_TEST(test_raw_newest_held)
     ck_assert_uint_ge(raw_chunks(&f, i1, &all), 12);
     check_ino(&f, i1, v1, len);
 
-    n = pin(&f, i2);
-    stream_file(&f, n, v2, len);
-    node_unpin(f.nt, n);
+    stream_new(&f, i2, v2, len);
     ck_assert_uint_ge(raw_waiting(&f, &held), 12); /* checkpoint-1's, superseded */
     ck_assert_uint_ge(held, 12);
     ck_assert_int_eq(compress_pending(f.st, NULL, 0, &cs), 0); /* the daemon's order */
@@ -1345,9 +1349,7 @@ START_TEST(test_raw_newest_held)
     uint8_t *vx = weights(&tx, &xlen, &xdata, 3);
     uint64_t one = fx_mkfile(&f, "model.safetensors"), held0;
     raw_waiting(&f, &held0);
-    n = pin(&f, one);
-    stream_file(&f, n, vx, xlen);
-    node_unpin(f.nt, n);
+    stream_new(&f, one, vx, xlen);
     raw_waiting(&f, &held);
     ck_assert_uint_eq(held, held0);
     check_ino(&f, one, vx, xlen);
